@@ -1,0 +1,44 @@
+# The two commands: `make run` (demo site on http://127.0.0.1:8000) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: install install-test run test migrate demo clean
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: requirements.txt $(VENV)/bin/activate
+	$(PIP) install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-test: requirements-test.txt requirements.txt $(VENV)/.installed
+	$(PIP) install --quiet -r requirements-test.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+demo: migrate
+	$(PY) manage.py build_demo
+
+run: demo
+	@echo "Serving on http://$(HOST):$(PORT)/ (Celery eager mode; Ctrl-C to stop)"
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+# Browser tests need Debian's chromium; scripts/ensure_chromium installs it when apt is usable.
+test: install-test
+	@bash scripts/ensure_chromium || true
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) db.sqlite3 media staticfiles .pytest_cache

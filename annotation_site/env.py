@@ -1,0 +1,76 @@
+"""Small helpers that read settings from the environment and fail loudly on bad values.
+
+A typo such as ``DEBUG=ture`` must stop the process at start-up, not silently fall back to a
+default that behaves differently in production.
+"""
+
+from __future__ import annotations
+
+import os
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off"}
+
+
+class EnvError(ValueError):
+    """An environment variable holds a value the site cannot use."""
+
+
+def envstr(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    word = value.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise EnvError(f"{name}={value!r} is not a boolean; use one of {sorted(TRUE_WORDS | FALSE_WORDS)}")
+
+
+def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise EnvError(f"{name}={value!r} is not an integer") from None
+    if minimum is not None and number < minimum:
+        raise EnvError(f"{name}={number} is below the minimum {minimum}")
+    return number
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return list(default)
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def database_config(url: str | None, *, default_sqlite_path: str) -> dict:
+    """Turn DATABASE_URL into a Django DATABASES entry.
+
+    Only SQLite and PostgreSQL are supported; anything else is rejected rather than guessed.
+    """
+    if not url:
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": default_sqlite_path}
+    import dj_database_url
+
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
+        raise EnvError(f"DATABASE_URL scheme {scheme!r} is not supported; use sqlite:/// or postgres://")
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60)
+    except Exception as exc:  # dj_database_url raises several types for malformed URLs
+        raise EnvError(f"DATABASE_URL={url!r} cannot be parsed: {exc}") from None
+    if config["ENGINE"].endswith("postgresql") and not config.get("NAME"):
+        raise EnvError("DATABASE_URL for PostgreSQL must name a database, e.g. postgres://postgres@127.0.0.1:5432/annotation")
+    return config

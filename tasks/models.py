@@ -1,0 +1,340 @@
+"""Studies, what is rated in them, who rates what, and the ratings themselves."""
+
+from __future__ import annotations
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from tasks import protocols
+
+
+class StoredImage(models.Model):
+    """An image file kept once per content hash: the same bytes uploaded twice are one row."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    file = models.ImageField(upload_to="images/%Y/%m/")
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    format = models.CharField(max_length=16)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} {self.width}×{self.height} {self.format}"
+
+
+class StudyQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "StudyQuerySet":
+        """Studies a researcher may see: all for staff, owned ones otherwise."""
+        if user.is_staff:
+            return self
+        return self.filter(owners=user)
+
+
+class Study(models.Model):
+    class Protocol(models.TextChoices):
+        IMAGENHUB = protocols.IMAGENHUB, "ImagenHub (SC / PQ)"
+        EVALMI = protocols.EVALMI, "EvalMi (Likert + yes/no)"
+        PAIRWISE = protocols.PAIRWISE, "Pairwise comparison"
+
+    class AssignmentMode(models.TextChoices):
+        WHOLE_SET = "whole_set", "Whole set per rater (as ImagenHub)"
+        BALANCED = "balanced", "Balanced overlap (raters per item)"
+
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    slug = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    protocol = models.CharField(max_length=16, choices=Protocol.choices)
+    task_type = models.CharField(
+        max_length=64,
+        help_text="One of the seven ImagenHub tasks, or an EvalMi task dimension (e.g. counting, colour)",
+    )
+    instructions = models.TextField(blank=True)
+    raters_per_item = models.PositiveSmallIntegerField(default=3)
+    assignment_mode = models.CharField(max_length=16, choices=AssignmentMode.choices, default=AssignmentMode.BALANCED)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
+    settings = models.JSONField(default=dict, blank=True, help_text="Protocol settings, validated per protocol")
+    completion_code = models.CharField(max_length=64, blank=True, help_text="Shown to crowd raters when they finish")
+    completion_url = models.URLField(blank=True, help_text="Where crowd raters are sent when they finish (Prolific)")
+    owners = models.ManyToManyField(django_settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = StudyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def protocol_def(self) -> protocols.Protocol:
+        return protocols.get_protocol(self.protocol)
+
+    @property
+    def protocol_settings(self) -> dict:
+        """Settings with the protocol's defaults filled in."""
+        return self.protocol_def.clean_settings(self.settings)
+
+    def clean(self) -> None:
+        try:
+            self.settings = protocols.get_protocol(self.protocol).clean_settings(self.settings)
+        except protocols.ProtocolError as exc:
+            raise ValidationError({"settings": str(exc)}) from None
+        if self.protocol == protocols.IMAGENHUB and self.task_type not in protocols.IMAGENHUB_TASKS:
+            raise ValidationError({"task_type": f"ImagenHub studies need one of: {', '.join(protocols.IMAGENHUB_TASKS)}"})
+        if self.raters_per_item < 1:
+            raise ValidationError({"raters_per_item": "At least one rater per item is needed"})
+
+    @property
+    def task_label(self) -> str:
+        return protocols.IMAGENHUB_TASKS.get(self.task_type, self.task_type.replace("_", " "))
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == self.State.OPEN
+
+
+class GenModel(models.Model):
+    """A generator under evaluation, named as the study names it (e.g. ``MagicBrush``)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="gen_models")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="genmodel_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Instance(models.Model):
+    """What all models' outputs for one input share: prompt, condition images, questions."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="instances")
+    key = models.CharField(max_length=200, help_text="Sample id, e.g. the uid of an ImagenHub sample")
+    prompt = models.TextField(blank=True, help_text="Prompt, instruction or description the models received")
+    alt_prompt = models.TextField(
+        blank=True, help_text="The other prompt form for editing (instruction vs description)"
+    )
+    task_tag = models.CharField(max_length=100, blank=True, help_text="EvalMi task dimension, e.g. counting")
+    question = models.TextField(blank=True, help_text="The yes/no task question (EvalMi)")
+    sub_questions = models.JSONField(default=list, blank=True, help_text="Yes/no sub-questions of complex prompts")
+    facts = models.JSONField(default=dict, blank=True, help_text="Generator ground truth (demo) or metadata")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "position", "key"]
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="instance_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.study.slug}/{self.key}"
+
+
+class ConditionImage(models.Model):
+    """An input image of an instance: source, mask, control, or one image of a subject set."""
+
+    class Role(models.TextChoices):
+        SOURCE = "source", "Source image"
+        MASK = "mask", "Mask"
+        CONTROL = "control", "Control image"
+        SUBJECT_1 = "subject_1", "Subject set 1"
+        SUBJECT_2 = "subject_2", "Subject set 2"
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="condition_images")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    image = models.ForeignKey(StoredImage, on_delete=models.PROTECT, related_name="+")
+    token = models.CharField(max_length=32, blank=True, help_text="Subject token in the prompt, e.g. [V]")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["instance", "role", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "role", "position"], name="condition_unique_slot"),
+        ]
+
+
+class ItemQuerySet(models.QuerySet):
+    def for_study(self, study: Study) -> "ItemQuerySet":
+        return self.filter(study=study).select_related("instance", "gen_model", "image")
+
+
+class Item(models.Model):
+    """One output image of one model for one instance: the unit that is rated."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="items")
+    gen_model = models.ForeignKey(GenModel, on_delete=models.CASCADE, related_name="items")
+    image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    ground_truth = models.JSONField(
+        default=dict, blank=True, help_text="Known truth for generated data (demo); never shown to raters"
+    )
+
+    objects = ItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "instance__position", "gen_model__name"]
+        constraints = [models.UniqueConstraint(fields=["instance", "gen_model"], name="item_unique_output")]
+
+    def __str__(self) -> str:
+        return f"{self.instance.key} · {self.gen_model.name}"
+
+
+class Comparison(models.Model):
+    """Two outputs of the same instance, the unit of a pairwise study."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
+    item_a = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    item_b = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item_a", "item_b"], name="comparison_unique_pair")]
+
+    def clean(self) -> None:
+        if self.item_a_id == self.item_b_id:
+            raise ValidationError("A comparison needs two different outputs")
+        if self.item_a.instance_id != self.item_b.instance_id:
+            raise ValidationError("Both outputs of a comparison must come from the same instance")
+
+    def __str__(self) -> str:
+        return f"{self.item_a} vs {self.item_b.gen_model.name}"
+
+
+class Assignment(models.Model):
+    """A rater's claim on one unit (an item, or a comparison in pairwise studies)."""
+
+    class State(models.TextChoices):
+        LEASED = "leased", "Leased"
+        DONE = "done", "Done"
+        EXPIRED = "expired", "Expired"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.CASCADE, related_name="assignments")
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="assignments"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.LEASED)
+    position = models.PositiveIntegerField(default=0, help_text="Order in this rater's queue (seeded shuffle)")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rater", "position"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(item__isnull=False, comparison__isnull=True)
+                | models.Q(item__isnull=True, comparison__isnull=False),
+                name="assignment_one_unit",
+            ),
+            models.UniqueConstraint(fields=["rater", "item"], name="assignment_unique_rater_item"),
+            models.UniqueConstraint(fields=["rater", "comparison"], name="assignment_unique_rater_comparison"),
+        ]
+
+    def is_expired(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.state == self.State.LEASED and self.lease_expires_at is not None and self.lease_expires_at < now
+
+
+class Rating(models.Model):
+    """One rater's judgement of one unit. Edits keep the previous versions in RatingRevision.
+
+    ``values``: dimension → number (ImagenHub SC/PQ in {0, 0.5, 1}; EvalMi Likert) or
+    ``{"preference": "A"|"B"|"tie"|"both_bad"}`` for pairwise, where A = comparison.item_a.
+    ``answers``: yes/no question key (``q1`` task question, ``q2``… sub-questions) → "yes"/"no".
+    """
+
+    class Source(models.TextChoices):
+        UI = "ui", "Rating interface"
+        API = "api", "API"
+        IMPORT = "import", "Imported"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ratings")
+    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="ratings")
+    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
+    values = models.JSONField()
+    answers = models.JSONField(default=dict, blank=True)
+    presentation = models.JSONField(
+        default=dict, blank=True, help_text="How the unit was shown, e.g. which output was on the left"
+    )
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.UI)
+    source_detail = models.CharField(max_length=300, blank=True, help_text="File, tool or paper the rating came from")
+    time_on_item_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-side render → submit")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(item__isnull=False, comparison__isnull=True)
+                | models.Q(item__isnull=True, comparison__isnull=False),
+                name="rating_one_unit",
+            ),
+            models.UniqueConstraint(fields=["rater", "item"], name="rating_unique_rater_item"),
+            models.UniqueConstraint(fields=["rater", "comparison"], name="rating_unique_rater_comparison"),
+        ]
+        indexes = [models.Index(fields=["study", "item"])]
+
+    def clean(self) -> None:
+        study = self.study
+        sub_count = len(self.item.instance.sub_questions) if self.item_id else 0
+        try:
+            self.values, self.answers = study.protocol_def.clean_rating(
+                study.protocol_settings, self.values, self.answers, sub_question_count=sub_count
+            )
+        except protocols.ProtocolError as exc:
+            raise ValidationError(str(exc)) from None
+        if study.protocol == protocols.PAIRWISE and not self.comparison_id:
+            raise ValidationError("Pairwise ratings belong to a comparison")
+        if study.protocol != protocols.PAIRWISE and not self.item_id:
+            raise ValidationError("This protocol rates single items")
+
+
+class RatingRevision(models.Model):
+    """A previous version of a rating, kept when the rater changes their mind."""
+
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="revisions")
+    values = models.JSONField()
+    answers = models.JSONField(default=dict, blank=True)
+    time_on_item_ms = models.PositiveIntegerField(null=True, blank=True)
+    replaced_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["rating", "replaced_at"]
+
+
+class GoldAnswer(models.Model):
+    """The expected rating of an item used for qualification or hidden gold.
+
+    ``tolerance`` is the allowed absolute difference per dimension (0 = exact); yes/no answers
+    are always exact. Never rendered to raters.
+    """
+
+    item = models.OneToOneField(Item, on_delete=models.CASCADE, related_name="gold")
+    values = models.JSONField(default=dict, blank=True)
+    answers = models.JSONField(default=dict, blank=True)
+    tolerance = models.FloatField(default=0.0)
+    note = models.TextField(blank=True, help_text="Why this is the right answer (for researchers)")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def matches(self, values: dict, answers: dict | None = None) -> bool:
+        for dim, expected in self.values.items():
+            given = values.get(dim)
+            if isinstance(expected, str) or isinstance(given, str):
+                if given != expected:
+                    return False
+            elif given is None or abs(float(given) - float(expected)) > self.tolerance + 1e-9:
+                return False
+        for key, expected in self.answers.items():
+            if (answers or {}).get(key) != expected:
+                return False
+        return True

@@ -1,0 +1,201 @@
+"""Rating protocols: which dimensions a study asks for, their scales, and how a rating is checked.
+
+Pure Python (no Django) so the analysis layer, importers and the rating UI share one definition.
+Each protocol validates the study's settings (filling defaults) and validates one rating's values
+and answers against those settings. Errors are ``ProtocolError`` with a message a rater or a
+researcher can act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+IMAGENHUB = "imagenhub"
+EVALMI = "evalmi"
+PAIRWISE = "pairwise"
+
+# The seven ImagenHub tasks (seed 003, section 3); value = label shown to people.
+IMAGENHUB_TASKS = {
+    "text_to_image": "Text-guided image generation",
+    "mask_guided_editing": "Mask-guided image editing",
+    "text_guided_editing": "Text-guided image editing",
+    "subject_driven_generation": "Subject-driven image generation",
+    "multi_concept_composition": "Multi-concept image composition",
+    "subject_driven_editing": "Subject-driven image editing",
+    "control_guided_generation": "Control-guided image generation",
+}
+IMAGENHUB_VALUES = (0.0, 0.5, 1.0)
+PAIRWISE_CHOICES = ("A", "B", "tie", "both_bad")
+YES, NO = "yes", "no"
+
+
+class ProtocolError(ValueError):
+    """A study setting or a rating does not fit its protocol."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    key: str
+    label: str
+    choices: tuple[float, ...]  # allowed values, ascending
+
+
+def _as_number(dim: str, value: Any) -> float:
+    if isinstance(value, bool) or value is None:
+        raise ProtocolError(f"{dim}: a number is required, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"{dim}: {value!r} is not a number") from None
+    return number
+
+
+def _check_keys(kind: str, given: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ProtocolError(f"unknown {kind}: {', '.join(unknown)}")
+
+
+class Protocol:
+    key: str
+    default_settings: dict[str, Any] = {}
+
+    def clean_settings(self, settings: dict | None) -> dict:
+        merged = {**self.default_settings, **(settings or {})}
+        _check_keys("setting", merged, set(self.default_settings))
+        share = merged.get("gold_share", 0.0)
+        if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share < 1:
+            raise ProtocolError(f"gold_share must be a number in [0, 1), got {share!r}")
+        return merged
+
+    def dimensions(self, settings: dict) -> list[Dimension]:
+        raise NotImplementedError
+
+    def questions(self, settings: dict, sub_question_count: int) -> list[str]:
+        """Keys of the yes/no answers a rating must carry for an item of this study."""
+        return []
+
+    def clean_rating(self, settings: dict, values: dict, answers: dict | None = None, *, sub_question_count: int = 0) -> tuple[dict, dict]:
+        """Return (values, answers) normalised; raise ProtocolError naming the first problem."""
+        if not isinstance(values, dict):
+            raise ProtocolError("values must be an object mapping dimension to value")
+        answers = answers or {}
+        if not isinstance(answers, dict):
+            raise ProtocolError("answers must be an object mapping question to yes/no")
+        dims = self.dimensions(settings)
+        _check_keys("dimension", values, {d.key for d in dims})
+        cleaned: dict[str, Any] = {}
+        for dim in dims:
+            if dim.key not in values:
+                raise ProtocolError(f"{dim.label} ({dim.key}) is missing")
+            number = _as_number(dim.key, values[dim.key])
+            if number not in dim.choices:
+                allowed = " / ".join(f"{c:g}" for c in dim.choices)
+                raise ProtocolError(f"{dim.label} ({dim.key}) must be one of {allowed}, got {values[dim.key]!r}")
+            cleaned[dim.key] = number
+        wanted = self.questions(settings, sub_question_count)
+        _check_keys("question", answers, set(wanted))
+        cleaned_answers: dict[str, str] = {}
+        for key in wanted:
+            answer = answers.get(key)
+            if isinstance(answer, bool):
+                answer = YES if answer else NO
+            if isinstance(answer, str):
+                answer = answer.strip().lower()
+            if answer not in (YES, NO):
+                raise ProtocolError(f"question {key} needs a yes/no answer, got {answers.get(key)!r}")
+            cleaned_answers[key] = answer
+        return cleaned, cleaned_answers
+
+
+class ImagenHubProtocol(Protocol):
+    """Semantic Consistency and Perceptual Quality, each 0 / 0.5 / 1 (ImagenHub, seed 003)."""
+
+    key = IMAGENHUB
+    default_settings = {"checklist_mode": False, "gold_share": 0.0}
+
+    def clean_settings(self, settings: dict | None) -> dict:
+        merged = super().clean_settings(settings)
+        if not isinstance(merged["checklist_mode"], bool):
+            raise ProtocolError("checklist_mode must be true or false")
+        return merged
+
+    def dimensions(self, settings: dict) -> list[Dimension]:
+        return [
+            Dimension("SC", "Semantic consistency", IMAGENHUB_VALUES),
+            Dimension("PQ", "Perceptual quality", IMAGENHUB_VALUES),
+        ]
+
+
+class EvalMiProtocol(Protocol):
+    """Likert perception and text-image correspondence plus yes/no task questions (seed 004)."""
+
+    key = EVALMI
+    default_settings = {"likert_min": 1, "likert_max": 5, "qa": True, "images_per_trial": 3, "gold_share": 0.0}
+
+    def clean_settings(self, settings: dict | None) -> dict:
+        merged = super().clean_settings(settings)
+        lo, hi = merged["likert_min"], merged["likert_max"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)):
+            raise ProtocolError("likert_min and likert_max must be whole numbers")
+        if hi - lo < 1 or hi - lo > 100:
+            raise ProtocolError(f"Likert range {lo}–{hi} must have between 2 and 101 points")
+        if not isinstance(merged["qa"], bool):
+            raise ProtocolError("qa must be true or false")
+        n = merged["images_per_trial"]
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 6:
+            raise ProtocolError("images_per_trial must be a whole number from 1 to 6")
+        return merged
+
+    def dimensions(self, settings: dict) -> list[Dimension]:
+        scale = tuple(float(v) for v in range(settings["likert_min"], settings["likert_max"] + 1))
+        return [
+            Dimension("perception", "Perception", scale),
+            Dimension("correspondence", "Text–image correspondence", scale),
+        ]
+
+    def questions(self, settings: dict, sub_question_count: int) -> list[str]:
+        if not settings.get("qa", True):
+            return []
+        return ["q1"] + [f"q{i}" for i in range(2, 2 + sub_question_count)]
+
+
+class PairwiseProtocol(Protocol):
+    """Two outputs of one instance: A, B, tie, optionally 'both bad'."""
+
+    key = PAIRWISE
+    default_settings = {"allow_both_bad": True, "gold_share": 0.0}
+
+    def clean_settings(self, settings: dict | None) -> dict:
+        merged = super().clean_settings(settings)
+        if not isinstance(merged["allow_both_bad"], bool):
+            raise ProtocolError("allow_both_bad must be true or false")
+        return merged
+
+    def dimensions(self, settings: dict) -> list[Dimension]:
+        return []
+
+    def choices(self, settings: dict) -> tuple[str, ...]:
+        return PAIRWISE_CHOICES if settings.get("allow_both_bad", True) else PAIRWISE_CHOICES[:3]
+
+    def clean_rating(self, settings: dict, values: dict, answers: dict | None = None, *, sub_question_count: int = 0) -> tuple[dict, dict]:
+        if not isinstance(values, dict):
+            raise ProtocolError("values must be an object")
+        _check_keys("dimension", values, {"preference"})
+        if answers:
+            raise ProtocolError("pairwise ratings take no question answers")
+        choice = values.get("preference")
+        if choice not in self.choices(settings):
+            raise ProtocolError(f"preference must be one of {', '.join(self.choices(settings))}, got {choice!r}")
+        return {"preference": choice}, {}
+
+
+PROTOCOLS: dict[str, Protocol] = {p.key: p for p in (ImagenHubProtocol(), EvalMiProtocol(), PairwiseProtocol())}
+
+
+def get_protocol(key: str) -> Protocol:
+    try:
+        return PROTOCOLS[key]
+    except KeyError:
+        raise ProtocolError(f"unknown protocol {key!r}; use one of {', '.join(PROTOCOLS)}") from None

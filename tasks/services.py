@@ -1,0 +1,98 @@
+"""Writes that touch several models: submitting ratings, creating study content."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from raters.models import Rater
+from tasks import protocols
+from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, Study
+
+
+class RatingRejected(ValueError):
+    """A rating was not stored; the message is shown to the rater or API client."""
+
+
+@transaction.atomic
+def rating_submit(
+    *,
+    rater: Rater,
+    item: Item | None = None,
+    comparison: Comparison | None = None,
+    values: dict,
+    answers: dict | None = None,
+    presentation: dict | None = None,
+    time_on_item_ms: int | None = None,
+    source: str = Rating.Source.UI,
+    source_detail: str = "",
+    require_assignment: bool = True,
+) -> Rating:
+    """Validate and store a rating; an edit keeps the previous version as a revision.
+
+    Submitting the same values twice is a no-op that returns the stored rating (double clicks and
+    retried requests are safe). Nothing is stored when any check fails.
+    """
+    if (item is None) == (comparison is None):
+        raise RatingRejected("A rating is for exactly one item or one comparison")
+    unit = item or comparison
+    study: Study = unit.study
+    if source != Rating.Source.IMPORT:
+        if not study.is_open:
+            raise RatingRejected(f"Study {study.slug} is {study.get_state_display().lower()}; it takes no ratings")
+        if not rater.can_rate:
+            raise RatingRejected("Your rater account is not active for rating")
+    assignment = None
+    if require_assignment:
+        lookup = {"item": item} if item else {"comparison": comparison}
+        assignment = Assignment.objects.select_for_update().filter(rater=rater, **lookup).first()
+        if assignment is None:
+            raise RatingRejected("This item is not assigned to you")
+        if assignment.state == Assignment.State.EXPIRED:
+            raise RatingRejected("Your time on this item ran out and it went back to the pool")
+
+    sub_count = len(item.instance.sub_questions) if item else 0
+    try:
+        clean_values, clean_answers = study.protocol_def.clean_rating(
+            study.protocol_settings, values, answers, sub_question_count=sub_count
+        )
+    except protocols.ProtocolError as exc:
+        raise RatingRejected(str(exc)) from None
+    if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
+        raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
+
+    lookup = {"rater": rater, "item": item} if item else {"rater": rater, "comparison": comparison}
+    rating = Rating.objects.select_for_update().filter(**lookup).first()
+    if rating is None:
+        rating = Rating(
+            study=study,
+            rater=rater,
+            item=item,
+            comparison=comparison,
+            values=clean_values,
+            answers=clean_answers,
+            presentation=presentation or {},
+            time_on_item_ms=time_on_item_ms,
+            source=source,
+            source_detail=source_detail,
+        )
+        try:
+            rating.full_clean(exclude=["values", "answers"])
+        except ValidationError as exc:
+            raise RatingRejected("; ".join(exc.messages)) from None
+        rating.save()
+    elif rating.values != clean_values or rating.answers != clean_answers:
+        RatingRevision.objects.create(
+            rating=rating, values=rating.values, answers=rating.answers, time_on_item_ms=rating.time_on_item_ms
+        )
+        rating.values, rating.answers = clean_values, clean_answers
+        if time_on_item_ms is not None:
+            rating.time_on_item_ms = time_on_item_ms
+        rating.save(update_fields=["values", "answers", "time_on_item_ms", "updated_at"])
+
+    if assignment is not None and assignment.state != Assignment.State.DONE:
+        assignment.state = Assignment.State.DONE
+        assignment.completed_at = timezone.now()
+        assignment.save(update_fields=["state", "completed_at"])
+    return rating
