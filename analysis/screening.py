@@ -1,0 +1,130 @@
+"""Observer screening after ITU-R BT.500 (Annex 1, section 2.3.1).
+
+For every item j: mean u_j, standard deviation S_j (ddof 1) and kurtosis
+beta2_j = m4 / m2^2 with central moments m_x = mean((u - u_j)^x). If the
+scores look normal (2 <= beta2 <= 4) an outlier lies beyond 2 S_j from the
+mean, otherwise beyond sqrt(20) S_j.
+
+For every rater i: P_i counts their scores above u_j + threshold, Q_i those
+below u_j - threshold, N_i the items they rated. Reject the rater if
+
+    (P_i + Q_i) / N_i > 0.05   and   |P_i - Q_i| / (P_i + Q_i) < 0.3
+
+i.e. they are often far from consensus *and* not simply consistently
+strict or lenient (a bias that z-scoring removes anyway).
+
+Deviation from the letter of BT.500: the comparisons are strict (> and <,
+not >= and <=). On an item where everyone agrees S_j = 0, and the
+non-strict rule would count every rater as an outlier in both directions
+and reject raters who match the consensus exactly. Items with a single
+rating have no S_j and are never counted, but still count in N_i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.zmos import model_mos
+
+NORMAL_KURTOSIS = (2.0, 4.0)
+OUTLIER_SHARE = 0.05
+SYMMETRY_LIMIT = 0.3
+
+
+@dataclass
+class ScreeningResult:
+    """``raters``: one row per rater with n, P, Q, rejected, reason.
+
+    ``items``: per item mean, std, beta2 and the threshold used.
+    """
+
+    raters: pd.DataFrame
+    items: pd.DataFrame
+
+    @property
+    def rejected(self) -> list[str]:
+        return [str(r) for r in self.raters.index[self.raters["rejected"]]]
+
+
+def screen_observers(
+    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item"
+) -> ScreeningResult:
+    """Apply the BT.500 rule to raw scores; see the module docstring.
+
+    Items are identified by ``(model, item)`` when a ``model`` column exists.
+    """
+    frame = ratings[ratings[score].notna()]
+    keys = [c for c in ("model",) if c in frame.columns and c != item] + [item]
+    codes = frame.groupby(keys, sort=False).ngroup().to_numpy()
+    values = frame[score].to_numpy(float)
+    n_item = np.bincount(codes).astype(float)
+    mean = (np.bincount(codes, weights=values) / n_item)[codes]
+    deviation = values - mean
+    m2 = (np.bincount(codes, weights=deviation**2) / n_item)[codes]
+    m4 = (np.bincount(codes, weights=deviation**4) / n_item)[codes]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        std = np.sqrt(m2 * n_item[codes] / (n_item[codes] - 1))  # ddof 1; NaN for a single rating
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta2 = np.where(m2 > 0, m4 / m2**2, np.nan)
+    normal = (beta2 >= NORMAL_KURTOSIS[0]) & (beta2 <= NORMAL_KURTOSIS[1])
+    threshold = np.where(normal, 2.0, np.sqrt(20.0)) * std
+
+    above = deviation > threshold  # NaN threshold compares False
+    below = deviation < -threshold
+    counts = pd.DataFrame({"rater": frame[rater].to_numpy(), "P": above, "Q": below})
+    per_rater = counts.groupby("rater", sort=True).agg(n=("P", "size"), P=("P", "sum"), Q=("Q", "sum"))
+    outliers = per_rater["P"] + per_rater["Q"]
+    share = outliers / per_rater["n"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        asymmetry = (per_rater["P"] - per_rater["Q"]).abs() / outliers
+    per_rater["outlier_share"] = share
+    per_rater["asymmetry"] = asymmetry.where(outliers > 0)
+    per_rater["rejected"] = (share > OUTLIER_SHARE) & (asymmetry < SYMMETRY_LIMIT)
+    per_rater["reason"] = [
+        _reason(row.P, row.Q, row.n, row.rejected) for row in per_rater.itertuples()
+    ]  # one string per rater, not per rating
+    per_rater.index.name = rater
+
+    item_table = (
+        pd.DataFrame({**{k: frame[k].to_numpy() for k in keys}, "mean": mean, "std": std, "beta2": beta2,
+                      "threshold": threshold})
+        .drop_duplicates(subset=keys)
+        .reset_index(drop=True)
+    )
+    return ScreeningResult(per_rater, item_table)
+
+
+def _reason(p: int, q: int, n: int, rejected: bool) -> str:
+    share = (p + q) / n if n else 0.0
+    if rejected:
+        return (
+            f"rejected (BT.500): {p + q} of {n} scores ({share:.1%}) are outliers, "
+            f"{p} above and {q} below consensus, i.e. erratic rather than biased"
+        )
+    if share > OUTLIER_SHARE:
+        return (
+            f"kept: {p + q} of {n} scores ({share:.1%}) are outliers but one-sided "
+            f"({p} above, {q} below): a consistent bias, removed by z-scoring"
+        )
+    return f"kept: {p + q} of {n} scores ({share:.1%}) are outliers (limit {OUTLIER_SHARE:.0%})"
+
+
+def mos_with_and_without_screening(
+    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item"
+) -> pd.DataFrame:
+    """Model-level z-MOS with all raters and after dropping rejected ones.
+
+    Columns: ``model, mos_all, mos_screened, shift`` (screened - all).
+    """
+    screening = screen_observers(ratings, score=score, rater=rater, item=item)
+    kept = ratings[~ratings[rater].astype(str).isin(screening.rejected)]
+    everyone = model_mos(ratings, score=score, rater=rater, item=item, ci="none").table
+    screened = model_mos(kept, score=score, rater=rater, item=item, ci="none").table
+    table = everyone[["model", "mos"]].merge(
+        screened[["model", "mos"]], on="model", how="left", suffixes=("_all", "_screened")
+    )
+    table["shift"] = table["mos_screened"] - table["mos_all"]
+    return table
