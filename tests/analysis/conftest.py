@@ -1,0 +1,45 @@
+"""Real-data fixtures for the analysis tests.
+
+They build on ``shared_datasets`` (tests/conftest.py), which skips with a
+clear message when ../shared/datasets is absent. Parsed data is cached per
+session: the EvalMi xlsx alone has 50,400 rows.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.formats import read_evalmi_mos, read_imagenhub_task
+from analysis.imagenhub import add_overall
+
+IMAGENHUB_TASKS = (
+    "Text-To-Image",
+    "Mask-Guided_IE",
+    "Text-Guided_IE",
+    "Subject-Driven_IG",
+    "Subject-Driven_IE",
+    "Multi-Subject_IG",
+    "Control-Guided_IG",
+)
+
+
+def load_task(folder: Path) -> pd.DataFrame:
+    """Long ratings of one task folder with the analysis column names (item, O)."""
+    return add_overall(read_imagenhub_task(folder).rename(columns={"uid": "item"}))
+
+
+@pytest.fixture(scope="session")
+def imagenhub_ratings(shared_datasets) -> dict[str, pd.DataFrame]:
+    root = shared_datasets / "imagenhub" / "human_ratings"
+    return {task: load_task(root / task) for task in IMAGENHUB_TASKS}
+
+
+@pytest.fixture(scope="session")
+def viescore_root(shared_datasets) -> Path:
+    return shared_datasets / "viescore"
+
+
+@pytest.fixture(scope="session")
+def evalmi_mos(shared_datasets) -> pd.DataFrame:
+    return read_evalmi_mos(shared_datasets / "evalmi" / "AIGI2025_MOS_yn.xlsx")
