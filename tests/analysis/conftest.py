@@ -24,15 +24,13 @@ IMAGENHUB_TASKS = (
 )
 
 
-def load_task(folder: Path) -> pd.DataFrame:
-    """Long ratings of one task folder with the analysis column names (item, O)."""
-    return add_overall(read_imagenhub_task(folder).rename(columns={"uid": "item"}))
-
-
 @pytest.fixture(scope="session")
 def imagenhub_ratings(shared_datasets) -> dict[str, pd.DataFrame]:
     root = shared_datasets / "imagenhub" / "human_ratings"
-    return {task: load_task(root / task) for task in IMAGENHUB_TASKS}
+    return {
+        task: add_overall(read_imagenhub_task(root / task).rename(columns={"uid": "item"}))
+        for task in IMAGENHUB_TASKS
+    }
 
 
 @pytest.fixture(scope="session")
