@@ -58,6 +58,10 @@ class Study(models.Model):
     raters_per_item = models.PositiveSmallIntegerField(default=3)
     assignment_mode = models.CharField(max_length=16, choices=AssignmentMode.choices, default=AssignmentMode.BALANCED)
     state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
+    units_per_session = models.PositiveSmallIntegerField(
+        default=10,
+        help_text="Screens a rater gets per session in balanced mode (items, EvalMi trials or comparisons)",
+    )
     settings = models.JSONField(default=dict, blank=True, help_text="Protocol settings, validated per protocol")
     completion_code = models.CharField(max_length=64, blank=True, help_text="Shown to crowd raters when they finish")
     completion_url = models.URLField(blank=True, help_text="Where crowd raters are sent when they finish (Prolific)")
@@ -176,6 +180,9 @@ class Item(models.Model):
     ground_truth = models.JSONField(
         default=dict, blank=True, help_text="Known truth for generated data (demo); never shown to raters"
     )
+    claims = models.PositiveIntegerField(
+        default=0, help_text="Live assignments (leased or done); never above the study's raters per item"
+    )
 
     objects = ItemQuerySet.as_manager()
 
@@ -193,6 +200,9 @@ class Comparison(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
     item_a = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
     item_b = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    claims = models.PositiveIntegerField(
+        default=0, help_text="Live assignments (leased or done); never above the study's raters per item"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item_a", "item_b"], name="comparison_unique_pair")]
@@ -223,12 +233,19 @@ class Assignment(models.Model):
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.LEASED)
     position = models.PositiveIntegerField(default=0, help_text="Order in this rater's queue (seeded shuffle)")
+    slot = models.PositiveSmallIntegerField(
+        default=0, help_text="Place on the screen when several units share a position (EvalMi trial)"
+    )
+    presentation = models.JSONField(
+        default=dict, blank=True, help_text="How the unit is shown, fixed at claim time (pairwise sides)"
+    )
+    shown_at = models.DateTimeField(null=True, blank=True, help_text="Last server render; time on item counts from here")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["rater", "position"]
+        ordering = ["rater", "position", "slot"]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(item__isnull=False, comparison__isnull=True)
@@ -242,6 +259,30 @@ class Assignment(models.Model):
     def is_expired(self, now=None) -> bool:
         now = now or timezone.now()
         return self.state == self.State.LEASED and self.lease_expires_at is not None and self.lease_expires_at < now
+
+
+class Participation(models.Model):
+    """One rater taking part in one study: consent, the seed of their order, crowd ids, completion.
+
+    ``crowd`` keeps the platform parameters the rater arrived with (Prolific STUDY_ID and
+    SESSION_ID; MTurk assignmentId, hitId and turkSubmitTo) for the completion step.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participations")
+    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="participations")
+    seed = models.BigIntegerField(help_text="Seeds this rater's randomised order; recorded for reproduction")
+    batches = models.PositiveIntegerField(default=0, help_text="Sessions of units claimed so far")
+    crowd = models.JSONField(default=dict, blank=True)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    instructions_seen_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "rater"], name="participation_unique_rater")]
+
+    def __str__(self) -> str:
+        return f"{self.rater} in {self.study.slug}"
 
 
 class Rating(models.Model):
@@ -263,6 +304,9 @@ class Rating(models.Model):
     comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
     values = models.JSONField()
     answers = models.JSONField(default=dict, blank=True)
+    checklist = models.JSONField(
+        default=dict, blank=True, help_text="ImagenHub checklist mode: the marks SC and PQ were derived from"
+    )
     presentation = models.JSONField(
         default=dict, blank=True, help_text="How the unit was shown, e.g. which output was on the left"
     )
@@ -305,6 +349,7 @@ class RatingRevision(models.Model):
     rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="revisions")
     values = models.JSONField()
     answers = models.JSONField(default=dict, blank=True)
+    checklist = models.JSONField(default=dict, blank=True)
     time_on_item_ms = models.PositiveIntegerField(null=True, blank=True)
     replaced_at = models.DateTimeField(auto_now_add=True)
 

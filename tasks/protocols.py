@@ -26,6 +26,21 @@ IMAGENHUB_TASKS = {
     "control_guided_generation": "Control-guided image generation",
 }
 IMAGENHUB_VALUES = (0.0, 0.5, 1.0)
+
+# Checklist mode (ImagenHub Table 9): the conditions a rater checks, per task, in screen order.
+IMAGENHUB_CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "text_to_image": (("prompt", "Prompt"),),
+    "mask_guided_editing": (("edit", "Edit inside the mask"), ("source", "Rest of the source image kept")),
+    "text_guided_editing": (("edit", "Edit instruction"), ("source", "Rest of the source image kept")),
+    "subject_driven_generation": (("subject_1", "Subject [V]"), ("prompt", "Prompt")),
+    "multi_concept_composition": (("subject_1", "Subject 1"), ("subject_2", "Subject 2"), ("prompt", "Prompt")),
+    "subject_driven_editing": (("subject_1", "Subject [V]"), ("source", "Rest of the source image kept")),
+    "control_guided_generation": (("control", "Control image layout"), ("prompt", "Prompt")),
+}
+FOLLOWING = {"no": 0.0, "some": 0.5, "most": 1.0}  # no following at all / some part / most part
+OBJECTS = ("recognizable", "unrecognizable")
+ARTIFACTS = ("none", "some", "serious")  # none or little / moderate / serious
+UNUSUAL_SENSE = ("none", "some")  # none or little / moderate
 PAIRWISE_CHOICES = ("A", "B", "tie", "both_bad")
 YES, NO = "yes", "no"
 
@@ -126,6 +141,41 @@ class ImagenHubProtocol(Protocol):
             Dimension("SC", "Semantic consistency", IMAGENHUB_VALUES),
             Dimension("PQ", "Perceptual quality", IMAGENHUB_VALUES),
         ]
+
+    def derive_from_checklist(self, task_type: str, checklist: dict) -> tuple[dict, dict]:
+        """Return ({SC, PQ}, cleaned checklist) from Table 9 marks; raise ProtocolError.
+
+        ``checklist``: one of no/some/most per condition of the task (IMAGENHUB_CONDITIONS),
+        plus ``objects`` (recognizable/unrecognizable), ``artifacts`` (none/some/serious) and
+        ``unusual`` (none/some). SC is the minimum over the conditions (no → 0, some → 0.5,
+        most → 1). PQ is 0 when objects are unrecognizable or artifacts serious, 0.5 with some
+        artifacts or some unusual sense, else 1.
+        """
+        if task_type not in IMAGENHUB_CONDITIONS:
+            raise ProtocolError(f"no checklist for task {task_type!r}")
+        if not isinstance(checklist, dict):
+            raise ProtocolError("checklist must be an object")
+        conditions = IMAGENHUB_CONDITIONS[task_type]
+        fields: list[tuple[str, str, tuple[str, ...]]] = [(key, label, tuple(FOLLOWING)) for key, label in conditions]
+        fields += [("objects", "Objects in image", OBJECTS), ("artifacts", "Artifacts", ARTIFACTS),
+                   ("unusual", "Unusual sense", UNUSUAL_SENSE)]
+        _check_keys("checklist entry", checklist, {key for key, _, _ in fields})
+        cleaned: dict[str, str] = {}
+        for key, label, allowed in fields:
+            mark = checklist.get(key)
+            if mark is None or mark == "":
+                raise ProtocolError(f"{label} is missing")
+            if mark not in allowed:
+                raise ProtocolError(f"{label} must be one of {' / '.join(allowed)}, got {mark!r}")
+            cleaned[key] = mark
+        sc = min(FOLLOWING[cleaned[key]] for key, _ in conditions)
+        if cleaned["objects"] == "unrecognizable" or cleaned["artifacts"] == "serious":
+            pq = 0.0
+        elif cleaned["artifacts"] == "some" or cleaned["unusual"] == "some":
+            pq = 0.5
+        else:
+            pq = 1.0
+        return {"SC": sc, "PQ": pq}, cleaned
 
 
 class EvalMiProtocol(Protocol):

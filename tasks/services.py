@@ -23,6 +23,7 @@ def rating_submit(
     comparison: Comparison | None = None,
     values: dict,
     answers: dict | None = None,
+    checklist: dict | None = None,
     presentation: dict | None = None,
     time_on_item_ms: int | None = None,
     source: str = Rating.Source.UI,
@@ -33,6 +34,10 @@ def rating_submit(
 
     Submitting the same values twice is a no-op that returns the stored rating (double clicks and
     retried requests are safe). Nothing is stored when any check fails.
+
+    ``checklist`` (ImagenHub checklist mode): SC and PQ are derived from it by Table 9 and both are
+    stored; ``values`` must then be empty. When ``time_on_item_ms`` is not given it is measured
+    from the assignment's last server render (``shown_at``) to now.
     """
     if (item is None) == (comparison is None):
         raise RatingRejected("A rating is for exactly one item or one comparison")
@@ -53,12 +58,25 @@ def rating_submit(
             raise RatingRejected("Your time on this item ran out and it went back to the pool")
 
     sub_count = len(item.instance.sub_questions) if item else 0
+    settings = study.protocol_settings
+    clean_checklist: dict = {}
     try:
+        if checklist is not None:
+            if study.protocol != protocols.IMAGENHUB:
+                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
+            if values:
+                raise protocols.ProtocolError("give either the checklist or SC/PQ values, not both")
+            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
+        elif settings.get("checklist_mode") and source == Rating.Source.UI:
+            raise protocols.ProtocolError("this study rates with the checklist: mark every row")
         clean_values, clean_answers = study.protocol_def.clean_rating(
-            study.protocol_settings, values, answers, sub_question_count=sub_count
+            settings, values, answers, sub_question_count=sub_count
         )
     except protocols.ProtocolError as exc:
         raise RatingRejected(str(exc)) from None
+    if time_on_item_ms is None and assignment is not None and assignment.shown_at is not None:
+        elapsed = timezone.now() - assignment.shown_at
+        time_on_item_ms = max(0, int(elapsed.total_seconds() * 1000))
     if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
         raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
 
@@ -72,6 +90,7 @@ def rating_submit(
             comparison=comparison,
             values=clean_values,
             answers=clean_answers,
+            checklist=clean_checklist,
             presentation=presentation or {},
             time_on_item_ms=time_on_item_ms,
             source=source,
@@ -82,14 +101,18 @@ def rating_submit(
         except ValidationError as exc:
             raise RatingRejected("; ".join(exc.messages)) from None
         rating.save()
-    elif rating.values != clean_values or rating.answers != clean_answers:
+    elif rating.values != clean_values or rating.answers != clean_answers or rating.checklist != clean_checklist:
         RatingRevision.objects.create(
-            rating=rating, values=rating.values, answers=rating.answers, time_on_item_ms=rating.time_on_item_ms
+            rating=rating,
+            values=rating.values,
+            answers=rating.answers,
+            checklist=rating.checklist,
+            time_on_item_ms=rating.time_on_item_ms,
         )
-        rating.values, rating.answers = clean_values, clean_answers
+        rating.values, rating.answers, rating.checklist = clean_values, clean_answers, clean_checklist
         if time_on_item_ms is not None:
             rating.time_on_item_ms = time_on_item_ms
-        rating.save(update_fields=["values", "answers", "time_on_item_ms", "updated_at"])
+        rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
 
     if assignment is not None and assignment.state != Assignment.State.DONE:
         assignment.state = Assignment.State.DONE
