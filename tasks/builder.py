@@ -1,0 +1,605 @@
+"""Study builder: a zip bundle (images + manifest) becomes a draft study, or a list of problems.
+
+Bundle layout
+-------------
+A zip holding image files in any folders and exactly one manifest at its top level:
+``manifest.csv`` (header row, comma separated, UTF-8) or ``manifest.jsonl`` (one JSON object a
+line). One row = one output image of one model for one instance. Columns:
+
+=================  ========  ===============================================================
+column             required  meaning
+=================  ========  ===============================================================
+instance           yes       sample id shared by all models' outputs for one input
+model              yes       generator name, e.g. ``MagicBrush``
+output             yes       path in the zip of the output image
+prompt                       prompt / instruction the model received
+alt_prompt                   the other prompt form (instruction vs description)
+task_tag                     EvalMi task dimension, e.g. ``counting``
+question                     yes/no task question (EvalMi, required when ``qa`` is on)
+sub_questions                yes/no sub-questions: a list in JSONL, ``|``-separated in CSV
+source, mask,                condition image paths
+control
+subject_1,                   subject sets: a list of paths in JSONL, ``|``-separated in CSV
+subject_2
+subject_1_token,             token of the subject in the prompt, e.g. ``[V]``
+subject_2_token
+=================  ========  ===============================================================
+
+Instance columns (everything except model and output) must agree on every row of an instance;
+they may be left empty on all but one row.
+
+Validation happens in full before anything is stored: every problem is collected with the
+manifest line it comes from (1-based; line 1 of a CSV is its header) and returned together.
+Only a bundle without problems is built, inside one transaction.
+
+Zip safety: member names that are absolute, contain ``..`` or backslashes (zip-slip) are
+refused; so are bundles whose members would inflate beyond :data:`MAX_TOTAL_BYTES`, a single
+member beyond :data:`MAX_MEMBER_BYTES`, or with a compression ratio above
+:data:`MAX_RATIO` (decompression bombs). Reads are capped, so a lying header cannot inflate
+more than announced. Images are decoded with Pillow (tasks.images.inspect_image).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import zipfile
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import IO, Any
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from tasks import protocols
+from tasks.images import ImageRejected, inspect_image, store_image
+from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, Study
+
+MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")
+MAX_MEMBERS = 50_000
+MAX_MEMBER_BYTES = 64 * 1024 * 1024  # one image
+MAX_TOTAL_BYTES = 4 * 1024 * 1024 * 1024  # the whole bundle, inflated
+MAX_RATIO = 200  # inflated / compressed, for members above RATIO_FLOOR bytes
+RATIO_FLOOR = 1024 * 1024
+MIN_SIDE = 16  # pixels: smaller "images" are icons or mistakes, not study material
+
+REQUIRED_COLUMNS = ("instance", "model", "output")
+INSTANCE_TEXT_COLUMNS = ("prompt", "alt_prompt", "task_tag", "question")
+SINGLE_IMAGE_ROLES = ("source", "mask", "control")
+SUBJECT_ROLES = ("subject_1", "subject_2")
+TOKEN_COLUMNS = ("subject_1_token", "subject_2_token")
+KNOWN_COLUMNS = frozenset(
+    REQUIRED_COLUMNS
+    + INSTANCE_TEXT_COLUMNS
+    + ("sub_questions",)
+    + SINGLE_IMAGE_ROLES
+    + SUBJECT_ROLES
+    + TOKEN_COLUMNS
+)
+
+# Condition images each ImagenHub task needs (seed 003, section 3).
+TASK_NEEDS = {
+    "text_to_image": (),
+    "mask_guided_editing": ("source", "mask"),
+    "text_guided_editing": ("source",),
+    "subject_driven_generation": ("subject_1",),
+    "multi_concept_composition": ("subject_1", "subject_2"),
+    "subject_driven_editing": ("source", "subject_1"),
+    "control_guided_generation": ("control",),
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a bundle. ``line`` is the manifest line (None: the bundle itself)."""
+
+    message: str
+    line: int | None = None
+    file: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file or 'bundle'}" + (f", line {self.line}" if self.line else "")
+        return f"{where}: {self.message}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+class BundleInvalid(ValueError):
+    """The bundle was not built; ``problems`` lists everything that is wrong with it."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in the bundle: " + "; ".join(map(str, problems[:5])))
+
+
+@dataclass
+class StudySpec:
+    """The study-level fields a researcher fills in next to the bundle."""
+
+    slug: str
+    title: str
+    protocol: str
+    task_type: str
+    instructions: str = ""
+    raters_per_item: int = 3
+    assignment_mode: str = Study.AssignmentMode.BALANCED
+    settings: dict = field(default_factory=dict)
+    completion_code: str = ""
+    completion_url: str = ""
+
+
+@dataclass
+class ManifestRow:
+    line: int
+    instance: str
+    model: str
+    output: str
+    text: dict[str, str]
+    sub_questions: list[str]
+    images: dict[str, list[str]]  # role -> paths (subject sets may hold several)
+    tokens: dict[str, str]
+
+
+@dataclass
+class PlannedInstance:
+    key: str
+    line: int
+    text: dict[str, str] = field(default_factory=dict)
+    sub_questions: list[str] = field(default_factory=list)
+    images: dict[str, list[str]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    outputs: list[tuple[str, str]] = field(default_factory=list)  # (model, path)
+
+
+@dataclass
+class BundlePlan:
+    """What a valid bundle will create; returned by :func:`validate_bundle`."""
+
+    spec: StudySpec
+    instances: list[PlannedInstance]
+    models: list[str]
+    image_sizes: dict[str, tuple[int, int]]
+    archive: zipfile.ZipFile | None = field(default=None, repr=False)
+    members: dict[str, zipfile.ZipInfo] = field(default_factory=dict, repr=False)
+
+    @property
+    def item_count(self) -> int:
+        return sum(len(i.outputs) for i in self.instances)
+
+
+# ------------------------------------------------------------------ zip
+
+
+def _unsafe_name(name: str) -> str | None:
+    if "\\" in name:
+        return "backslash in path"
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if ".." in name.split("/"):
+        return "'..' in path (zip-slip)"
+    return None
+
+
+def _normalise_path(value: str) -> str:
+    """``./a//b.png`` → ``a/b.png``; ``../x`` stays outside the zip and is then reported missing."""
+    return posixpath.normpath(value.strip()) if value.strip() else ""
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """Read at most the announced size (+1 byte to notice a lying header)."""
+    with archive.open(info) as handle:
+        data = handle.read(info.file_size + 1)
+    if len(data) > info.file_size:
+        raise ValueError("inflates beyond the size its header announces")
+    return data
+
+
+def _open_archive(upload: IO[bytes], problems: list[Problem]) -> tuple[zipfile.ZipFile | None, dict[str, zipfile.ZipInfo]]:
+    try:
+        archive = zipfile.ZipFile(upload)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        problems.append(Problem("not a zip file"))
+        return None, {}
+    members: dict[str, zipfile.ZipInfo] = {}
+    infos = archive.infolist()
+    if len(infos) > MAX_MEMBERS:
+        problems.append(Problem(f"{len(infos):,} files in the zip; at most {MAX_MEMBERS:,} are accepted"))
+        return None, {}
+    total = 0
+    for info in infos:
+        if info.is_dir():
+            continue
+        unsafe = _unsafe_name(info.filename)
+        if unsafe:
+            problems.append(Problem(f"refused member {info.filename!r}: {unsafe}", file=info.filename))
+            continue
+        if info.flag_bits & 0x1:
+            problems.append(Problem("encrypted members are not accepted", file=info.filename))
+            continue
+        total += info.file_size
+        if info.file_size > MAX_MEMBER_BYTES:
+            problems.append(
+                Problem(f"inflates to {info.file_size:,} bytes; the limit is {MAX_MEMBER_BYTES:,}", file=info.filename)
+            )
+            continue
+        if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            problems.append(
+                Problem(
+                    f"compression ratio {info.file_size / max(info.compress_size, 1):,.0f}:1 looks like a "
+                    f"decompression bomb (limit {MAX_RATIO}:1)",
+                    file=info.filename,
+                )
+            )
+            continue
+        members[posixpath.normpath(info.filename)] = info
+    if total > MAX_TOTAL_BYTES:
+        problems.append(Problem(f"the bundle inflates to {total:,} bytes; the limit is {MAX_TOTAL_BYTES:,}"))
+        return None, {}
+    return archive, members
+
+
+# ------------------------------------------------------------------ manifest
+
+
+def _split_list(value: Any, *, line: int, column: str, problems: list[Problem], file: str) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        if not all(isinstance(v, str) for v in value):
+            problems.append(Problem(f"column {column!r}: every entry must be text", line, file))
+            return []
+        return [v.strip() for v in value if v.strip()]
+    if isinstance(value, str):
+        return [part.strip() for part in value.split("|") if part.strip()]
+    problems.append(Problem(f"column {column!r}: expected text or a list, got {type(value).__name__}", line, file))
+    return []
+
+
+def _row_from_record(record: dict, line: int, file: str, problems: list[Problem]) -> ManifestRow | None:
+    unknown = sorted(set(record) - KNOWN_COLUMNS)
+    if unknown:
+        problems.append(
+            Problem(f"unknown column(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(KNOWN_COLUMNS))}", line, file)
+        )
+    ok = True
+    values: dict[str, str] = {}
+    for column in KNOWN_COLUMNS - {"sub_questions", *SUBJECT_ROLES}:
+        value = record.get(column, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            problems.append(Problem(f"column {column!r}: expected text, got {type(value).__name__}", line, file))
+            ok = False
+            continue
+        values[column] = str(value).strip()
+    for column in REQUIRED_COLUMNS:
+        if column in values and not values[column]:
+            problems.append(Problem(f"column {column!r} is empty", line, file))
+            ok = False
+    sub_questions = _split_list(record.get("sub_questions"), line=line, column="sub_questions", problems=problems, file=file)
+    images: dict[str, list[str]] = {}
+    for role in SINGLE_IMAGE_ROLES:
+        if values.get(role):
+            images[role] = [_normalise_path(values[role])]
+    for role in SUBJECT_ROLES:
+        paths = _split_list(record.get(role), line=line, column=role, problems=problems, file=file)
+        if paths:
+            images[role] = [_normalise_path(p) for p in paths]
+    if not ok:
+        return None
+    return ManifestRow(
+        line=line,
+        instance=values["instance"],
+        model=values["model"],
+        output=_normalise_path(values["output"]),
+        text={c: values[c] for c in INSTANCE_TEXT_COLUMNS},
+        sub_questions=sub_questions,
+        images=images,
+        tokens={role: values[f"{role}_token"] for role in SUBJECT_ROLES if values.get(f"{role}_token")},
+    )
+
+
+def _parse_csv(data: bytes, file: str, problems: list[Problem]) -> list[ManifestRow]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file))
+        return []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        problems.append(Problem("the manifest is empty", 1, file))
+        return []
+    header = [h.strip() for h in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        problems.append(Problem(f"missing required column(s) {', '.join(map(repr, missing))}", 1, file))
+    unknown = [h for h in header if h not in KNOWN_COLUMNS]
+    if unknown:
+        problems.append(
+            Problem(f"unknown column(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(KNOWN_COLUMNS))}", 1, file)
+        )
+    duplicated = sorted({h for h in header if header.count(h) > 1})
+    if duplicated:
+        problems.append(Problem(f"column(s) named twice: {', '.join(map(repr, duplicated))}", 1, file))
+    if missing or unknown or duplicated:
+        return []
+    rows = []
+    line = reader.line_num
+    try:
+        for cells in reader:
+            start, line = line + 1, reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                problems.append(Problem(f"{len(cells)} cells but the header has {len(header)} columns", start, file))
+                continue
+            row = _row_from_record(dict(zip(header, cells)), start, file, problems)
+            if row:
+                rows.append(row)
+    except csv.Error as exc:
+        problems.append(Problem(f"cannot read CSV: {exc}", line + 1, file))
+    return rows
+
+
+def _parse_jsonl(data: bytes, file: str, problems: list[Problem]) -> list[ManifestRow]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file))
+        return []
+    rows = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(f"not valid JSON: {exc.msg} (column {exc.colno})", number, file))
+            continue
+        if not isinstance(record, dict):
+            problems.append(Problem("each line must be a JSON object", number, file))
+            continue
+        missing = [c for c in REQUIRED_COLUMNS if c not in record]
+        if missing:
+            problems.append(Problem(f"missing required column(s) {', '.join(map(repr, missing))}", number, file))
+            continue
+        row = _row_from_record(record, number, file, problems)
+        if row:
+            rows.append(row)
+    if not rows and not problems:
+        problems.append(Problem("the manifest has no rows", file=file))
+    return rows
+
+
+# ------------------------------------------------------------------ plan
+
+
+def _check_spec(spec: StudySpec, problems: list[Problem]) -> None:
+    if not spec.slug or slugify(spec.slug) != spec.slug:
+        problems.append(Problem(f"study slug {spec.slug!r} must be lowercase letters, digits and hyphens", file="study"))
+    elif Study.objects.filter(slug=spec.slug).exists():
+        problems.append(Problem(f"a study with slug {spec.slug!r} already exists", file="study"))
+    if not spec.title.strip():
+        problems.append(Problem("the study needs a title", file="study"))
+    try:
+        protocol = protocols.get_protocol(spec.protocol)
+        spec.settings = protocol.clean_settings(spec.settings)
+    except protocols.ProtocolError as exc:
+        problems.append(Problem(str(exc), file="study"))
+        return
+    if spec.protocol == protocols.IMAGENHUB and spec.task_type not in protocols.IMAGENHUB_TASKS:
+        problems.append(
+            Problem(f"ImagenHub studies need a task type from: {', '.join(protocols.IMAGENHUB_TASKS)}", file="study")
+        )
+    if not spec.task_type.strip():
+        problems.append(Problem("the study needs a task type", file="study"))
+    if not 1 <= int(spec.raters_per_item) <= 100:
+        problems.append(Problem("raters per item must be between 1 and 100", file="study"))
+
+
+def _merge_instance(planned: PlannedInstance, row: ManifestRow, file: str, problems: list[Problem]) -> None:
+    """Fill instance fields from a row; a value that contradicts an earlier row is a problem."""
+    for column, value in row.text.items():
+        if not value:
+            continue
+        earlier = planned.text.get(column, "")
+        if earlier and earlier != value:
+            problems.append(
+                Problem(
+                    f"instance {row.instance!r}: {column} differs from line {planned.line} ({earlier!r} vs {value!r})",
+                    row.line,
+                    file,
+                )
+            )
+        else:
+            planned.text[column] = value
+    if row.sub_questions:
+        if planned.sub_questions and planned.sub_questions != row.sub_questions:
+            problems.append(
+                Problem(f"instance {row.instance!r}: sub_questions differ from line {planned.line}", row.line, file)
+            )
+        planned.sub_questions = planned.sub_questions or row.sub_questions
+    for role, paths in row.images.items():
+        if planned.images.get(role) and planned.images[role] != paths:
+            problems.append(
+                Problem(f"instance {row.instance!r}: {role} image differs from line {planned.line}", row.line, file)
+            )
+        planned.images.setdefault(role, paths)
+    for role, token in row.tokens.items():
+        if planned.tokens.get(role) and planned.tokens[role] != token:
+            problems.append(
+                Problem(f"instance {row.instance!r}: {role}_token differs from line {planned.line}", row.line, file)
+            )
+        planned.tokens.setdefault(role, token)
+
+
+def validate_bundle(upload: IO[bytes], spec: StudySpec) -> BundlePlan:
+    """Check a bundle completely; return the plan or raise :class:`BundleInvalid` with every problem."""
+    problems: list[Problem] = []
+    _check_spec(spec, problems)
+    archive, members = _open_archive(upload, problems)
+    if archive is None:
+        raise BundleInvalid(problems)
+
+    manifests = [name for name in MANIFEST_NAMES if name in members]
+    if len(manifests) != 1:
+        problems.append(
+            Problem("the zip needs exactly one manifest.csv or manifest.jsonl at its top level" if not manifests
+                    else "the zip holds both manifest.csv and manifest.jsonl; keep one")
+        )
+        raise BundleInvalid(problems)
+    manifest = manifests[0]
+    try:
+        manifest_bytes = _read_member(archive, members[manifest])
+    except (ValueError, zipfile.BadZipFile, OSError) as exc:
+        problems.append(Problem(f"cannot read: {exc}", file=manifest))
+        raise BundleInvalid(problems) from None
+    parse = _parse_csv if manifest.endswith(".csv") else _parse_jsonl
+    rows = parse(manifest_bytes, manifest, problems)
+
+    # Rows → instances; duplicates and contradictions.
+    instances: dict[str, PlannedInstance] = {}
+    seen: dict[tuple[str, str], int] = {}
+    wanted_images: dict[str, int] = {}  # path -> first line naming it
+    roles_of_path: dict[str, set[str]] = {}
+    for row in rows:
+        key = (row.instance, row.model)
+        if key in seen:
+            problems.append(
+                Problem(f"duplicate row: instance {row.instance!r}, model {row.model!r} already on line {seen[key]}", row.line, manifest)
+            )
+            continue
+        seen[key] = row.line
+        planned = instances.setdefault(row.instance, PlannedInstance(key=row.instance, line=row.line))
+        _merge_instance(planned, row, manifest, problems)
+        planned.outputs.append((row.model, row.output))
+        for role, paths in [("output", [row.output]), *row.images.items()]:
+            for path in paths:
+                wanted_images.setdefault(path, row.line)
+                roles_of_path.setdefault(path, set()).add(role)
+
+    # Every named file exists and is an image we accept.
+    sizes: dict[str, tuple[int, int]] = {}
+    for path, line in wanted_images.items():
+        if path == manifest or path not in members:
+            problems.append(Problem(f"file {path!r} is not in the zip", line, manifest))
+            continue
+        try:
+            data = _read_member(archive, members[path])
+            _fmt, width, height = inspect_image(data, name=path)
+        except ImageRejected as exc:
+            problems.append(Problem(str(exc), line, manifest))
+            continue
+        except (ValueError, zipfile.BadZipFile, OSError) as exc:
+            problems.append(Problem(f"{path}: cannot read from the zip ({exc})", line, manifest))
+            continue
+        if min(width, height) < MIN_SIDE:
+            problems.append(Problem(f"{path}: {width}×{height} is too small (each side needs ≥ {MIN_SIDE} px)", line, manifest))
+        sizes[path] = (width, height)
+
+    # Per-instance rules: what the task needs, mask fits source, questions, pairs.
+    settings = spec.settings if isinstance(spec.settings, dict) else {}
+    for planned in instances.values():
+        if spec.protocol == protocols.IMAGENHUB:
+            for role in TASK_NEEDS.get(spec.task_type, ()):
+                if not planned.images.get(role):
+                    problems.append(
+                        Problem(f"instance {planned.key!r}: task {spec.task_type} needs a {role} image", planned.line, manifest)
+                    )
+        mask, source = planned.images.get("mask"), planned.images.get("source")
+        if mask and source and mask[0] in sizes and source[0] in sizes and sizes[mask[0]] != sizes[source[0]]:
+            problems.append(
+                Problem(
+                    f"instance {planned.key!r}: wrong size: mask {mask[0]} is {'×'.join(map(str, sizes[mask[0]]))} "
+                    f"but source {source[0]} is {'×'.join(map(str, sizes[source[0]]))}",
+                    planned.line,
+                    manifest,
+                )
+            )
+        if mask and not source:
+            problems.append(Problem(f"instance {planned.key!r}: a mask needs a source image", planned.line, manifest))
+        for role in SUBJECT_ROLES:
+            if planned.tokens.get(role) and not planned.images.get(role):
+                problems.append(Problem(f"instance {planned.key!r}: {role}_token without {role} images", planned.line, manifest))
+        if spec.protocol == protocols.EVALMI and settings.get("qa", True) and not planned.text.get("question"):
+            problems.append(
+                Problem(f"instance {planned.key!r}: EvalMi studies with qa on need a task question", planned.line, manifest)
+            )
+        if spec.protocol == protocols.PAIRWISE and len(planned.outputs) < 2:
+            problems.append(
+                Problem(f"instance {planned.key!r}: a pairwise study needs at least two models' outputs", planned.line, manifest)
+            )
+    if not rows and not any(p.file == manifest for p in problems):
+        problems.append(Problem("the manifest has no rows", file=manifest))
+    if problems:
+        raise BundleInvalid(problems)
+    models = sorted({model for planned in instances.values() for model, _ in planned.outputs})
+    return BundlePlan(
+        spec=spec, instances=list(instances.values()), models=models, image_sizes=sizes, archive=archive, members=members
+    )
+
+
+@transaction.atomic
+def study_build_from_bundle(*, upload: IO[bytes], spec: StudySpec, owner=None) -> Study:
+    """Validate the bundle, then create the draft study with all its content in one transaction.
+
+    Raises :class:`BundleInvalid` (nothing stored) when anything is wrong. Images are
+    deduplicated by content hash across the bundle and the site.
+    """
+    plan = validate_bundle(upload, spec)
+    archive, members = plan.archive, plan.members
+    stored: dict[str, Any] = {}
+
+    def image(path: str):
+        if path not in stored:
+            stored[path] = store_image(_read_member(archive, members[path]), name=path)
+        return stored[path]
+
+    study = Study(
+        slug=spec.slug,
+        title=spec.title.strip(),
+        protocol=spec.protocol,
+        task_type=spec.task_type,
+        instructions=spec.instructions,
+        raters_per_item=spec.raters_per_item,
+        assignment_mode=spec.assignment_mode,
+        settings=spec.settings,
+        completion_code=spec.completion_code,
+        completion_url=spec.completion_url,
+        state=Study.State.DRAFT,
+    )
+    study.full_clean()
+    study.save()
+    if owner is not None:
+        study.owners.add(owner)
+    gen_models = {name: GenModel.objects.create(study=study, name=name) for name in plan.models}
+    for position, planned in enumerate(plan.instances):
+        instance = Instance.objects.create(
+            study=study,
+            key=planned.key,
+            prompt=planned.text.get("prompt", ""),
+            alt_prompt=planned.text.get("alt_prompt", ""),
+            task_tag=planned.text.get("task_tag", ""),
+            question=planned.text.get("question", ""),
+            sub_questions=planned.sub_questions,
+            position=position,
+        )
+        for role, paths in planned.images.items():
+            for index, path in enumerate(paths):
+                ConditionImage.objects.create(
+                    instance=instance, role=role, position=index, image=image(path), token=planned.tokens.get(role, "")
+                )
+        items = [
+            Item.objects.create(study=study, instance=instance, gen_model=gen_models[model], image=image(path))
+            for model, path in planned.outputs
+        ]
+        if spec.protocol == protocols.PAIRWISE:
+            for item_a, item_b in combinations(items, 2):
+                Comparison.objects.create(study=study, item_a=item_a, item_b=item_b)
+    archive.close()
+    return study

@@ -1,0 +1,125 @@
+"""A study's life cycle as researchers drive it: publish, close, clone; and who counts as a researcher.
+
+The builder page, the REST API and the Django admin all call these functions.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from tasks.models import Comparison, ConditionImage, GenModel, GoldAnswer, Instance, Item, Study
+
+
+class StudyActionRefused(ValueError):
+    """The action does not fit the study's state; the message says why."""
+
+
+def user_is_researcher(user) -> bool:
+    """Staff, anyone allowed to add studies, and owners of at least one study.
+
+    Everyone else who is logged in (raters) is refused researcher pages and the API with 403.
+    """
+    if not user.is_authenticated:
+        return False
+    return user.is_staff or user.has_perm("tasks.add_study") or user.owned_studies.exists()
+
+
+@transaction.atomic
+def study_publish(*, study: Study) -> Study:
+    """Draft (or closed) → open. A study without items (or comparisons, if pairwise) cannot open."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state == Study.State.OPEN:
+        raise StudyActionRefused(f"{study.slug} is already open")
+    if not study.items.exists():
+        raise StudyActionRefused(f"{study.slug} has no items; build it from a bundle first")
+    if study.protocol == "pairwise" and not study.comparisons.exists():
+        raise StudyActionRefused(f"{study.slug} is pairwise but has no comparisons")
+    study.state = Study.State.OPEN
+    study.save(update_fields=["state"])
+    return study
+
+
+@transaction.atomic
+def study_close(*, study: Study) -> Study:
+    """Open → closed: no further ratings are accepted; existing ones stay."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state != Study.State.OPEN:
+        raise StudyActionRefused(f"{study.slug} is {study.get_state_display().lower()}, not open")
+    study.state = Study.State.CLOSED
+    study.save(update_fields=["state"])
+    return study
+
+
+def _free_slug(base: str) -> str:
+    base = slugify(base)[:90] or "study"
+    slug, n = base, 2
+    while Study.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+@transaction.atomic
+def study_clone(*, study: Study, slug: str | None = None, title: str | None = None, owner=None) -> Study:
+    """Copy a study's design (instances, condition images, items, comparisons, gold) as a new draft.
+
+    Ratings, assignments and judge runs are not copied: the clone starts empty. Images are shared
+    (they are stored once per content hash). Owners are copied; ``owner`` is added too.
+    """
+    slug = slug or _free_slug(f"{study.slug}-copy")
+    if Study.objects.filter(slug=slug).exists():
+        raise StudyActionRefused(f"a study with slug {slug!r} already exists")
+    clone = Study.objects.create(
+        slug=slug,
+        title=title or f"{study.title} (copy)",
+        protocol=study.protocol,
+        task_type=study.task_type,
+        instructions=study.instructions,
+        raters_per_item=study.raters_per_item,
+        assignment_mode=study.assignment_mode,
+        settings=dict(study.settings),
+        completion_code="",
+        completion_url=study.completion_url,
+        state=Study.State.DRAFT,
+    )
+    clone.owners.set(study.owners.all())
+    if owner is not None:
+        clone.owners.add(owner)
+    models = {m.pk: GenModel.objects.create(study=clone, name=m.name) for m in study.gen_models.all()}
+    instances = {}
+    for old in study.instances.prefetch_related("condition_images"):
+        new = Instance.objects.create(
+            study=clone,
+            key=old.key,
+            prompt=old.prompt,
+            alt_prompt=old.alt_prompt,
+            task_tag=old.task_tag,
+            question=old.question,
+            sub_questions=list(old.sub_questions),
+            facts=dict(old.facts),
+            position=old.position,
+        )
+        instances[old.pk] = new
+        ConditionImage.objects.bulk_create(
+            ConditionImage(instance=new, role=c.role, image_id=c.image_id, token=c.token, position=c.position)
+            for c in old.condition_images.all()
+        )
+    items = {}
+    for old in study.items.select_related("gold"):
+        new = Item.objects.create(
+            study=clone,
+            instance=instances[old.instance_id],
+            gen_model=models[old.gen_model_id],
+            image_id=old.image_id,
+            ground_truth=dict(old.ground_truth),
+        )
+        items[old.pk] = new
+        gold = getattr(old, "gold", None)
+        if gold is not None:
+            GoldAnswer.objects.create(
+                item=new, values=gold.values, answers=gold.answers, tolerance=gold.tolerance, note=gold.note
+            )
+    Comparison.objects.bulk_create(
+        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in study.comparisons.all()
+    )
+    return clone
