@@ -18,6 +18,12 @@ not >= and <=). On an item where everyone agrees S_j = 0, and the
 non-strict rule would count every rater as an outlier in both directions
 and reject raters who match the consensus exactly. Items with a single
 rating have no S_j and are never counted, but still count in N_i.
+
+Known weakness (of the rule, not this code): one rater's own deviation is at
+most (n - 1) / sqrt(n) item standard deviations, and a single gross outlier
+pushes beta2 above 4 (threshold sqrt(20) S). With panels under ~20 raters a
+*wildly* random rater can therefore escape, while a moderately erratic one is
+caught. BT.500 assumes at least 15 observers.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+import krippendorff
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from analysis.agreement import (
+    LEVELS,
+    _alpha_from_weights,
+    _unit_counts,
+    agreement_table,
+    fleiss_kappa,
+    krippendorff_alpha,
+)
+
+# Fleiss (1971) / Wikipedia example: 10 subjects, 14 raters, 5 categories -> kappa 0.210.
+FLEISS_COUNTS = [
+    [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
+]
+
+
+def matrix_from_counts(counts):
+    """raters x units matrix whose unit j holds counts[j][c] ratings of category c."""
+    columns = [np.repeat(np.arange(len(row)), row) for row in counts]
+    return np.array(columns, dtype=float).T
+
+
+def test_fleiss_kappa_matches_the_textbook_example():
+    assert fleiss_kappa(matrix_from_counts(FLEISS_COUNTS)).value == pytest.approx(0.2099, abs=1e-4)
+
+
+def test_fleiss_kappa_ignores_units_with_a_single_rating():
+    paired = np.array([[1, 0, 1, 0, 1], [1, 0, 0, 0, 1], [1, 1, 1, 0, np.nan]])
+    with_lonely_unit = np.hstack([paired, np.array([[1.0], [np.nan], [np.nan]])])
+    estimate = fleiss_kappa(with_lonely_unit)
+    assert estimate.n_units == 5
+    assert estimate.value == pytest.approx(fleiss_kappa(paired).value)
+
+
+def test_krippendorff_alpha_matches_the_package_on_its_own_example():
+    # Krippendorff (2011) "Computing Krippendorff's alpha-reliability", example C.
+    data = np.array(
+        [
+            [1, 2, 3, 3, 2, 1, 4, 1, 2, np.nan, np.nan, np.nan],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, np.nan, 3],
+            [np.nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, np.nan],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, np.nan],
+        ]
+    )
+    assert krippendorff_alpha(data, level="nominal").value == pytest.approx(0.743, abs=1e-3)
+    assert krippendorff_alpha(data, level="interval").value == pytest.approx(0.849, abs=1e-3)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_bootstrap_engine_reproduces_the_package_point_estimate(level):
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        data = rng.integers(1, 6, size=(4, 25)).astype(float)
+        data[rng.random(data.shape) < 0.25] = np.nan
+        counts, values = _unit_counts(data)
+        ours = _alpha_from_weights(counts, values, np.ones((1, counts.shape[0])), level)[0]
+        reference = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+        assert ours == pytest.approx(reference, abs=1e-9)
+
+
+def test_alpha_is_null_with_reason_when_only_one_value_is_present():
+    estimate = krippendorff_alpha(np.zeros((3, 10)), level="ordinal", n_boot=100)
+    assert estimate.value is None and estimate.ci95 is None
+    assert "only one value present (0)" in estimate.reason
+
+
+def test_alpha_is_null_with_reason_with_a_single_rater():
+    estimate = krippendorff_alpha(np.array([[0.0, 0.5, 1.0]]))
+    assert estimate.value is None
+    assert "fewer than 2 ratings" in estimate.reason
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_estimate():
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 3, 80)
+    data = np.vstack([np.where(rng.random(80) < 0.8, truth, rng.integers(0, 3, 80)) for _ in range(3)]).astype(float)
+    first = krippendorff_alpha(data, level="ordinal", n_boot=400, seed=3)
+    again = krippendorff_alpha(data, level="ordinal", n_boot=400, seed=3)
+    assert first == again
+    assert first.ci95[0] < first.value < first.ci95[1]
+    kappa = fleiss_kappa(data, n_boot=400, seed=3)
+    assert kappa.ci95[0] < kappa.value < kappa.ci95[1]
+
+
+def test_whole_study_agreement_treats_model_item_pairs_as_units():
+    ratings = pd.DataFrame(
+        {
+            "rater": ["a", "b"] * 4,
+            "model": ["m1"] * 4 + ["m2"] * 4,
+            "item": ["p1", "p1", "p2", "p2"] * 2,
+            "score": [1, 1, 0, 0, 0, 0, 1, 1],
+        }
+    )
+    table = agreement_table(ratings, scores=["score"], by=(), levels=["nominal"], kappa=False, n_boot=0)
+    assert table.loc[0, "n_units"] == 4
+    assert table.loc[0, "value"] == pytest.approx(1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(np.float64, st.tuples(st.integers(2, 5), st.integers(2, 12)), elements=st.sampled_from([0.0, 0.5, 1.0, np.nan])),
+    st.sampled_from(LEVELS),
+)
+def test_alpha_never_exceeds_one_and_is_none_or_finite(data, level):
+    estimate = krippendorff_alpha(data, level=level)
+    if estimate.value is None:
+        assert estimate.reason
+    else:
+        assert np.isfinite(estimate.value) and estimate.value <= 1.0 + 1e-12
