@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from raters.models import Rater
+from raters.models import (
+    AttentionCheck,
+    AttentionResult,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualityPolicy,
+    Rater,
+    RaterAction,
+    RaterStanding,
+)
 
 
 @admin.register(Rater)
@@ -9,3 +18,59 @@ class RaterAdmin(admin.ModelAdmin):
     list_filter = ["platform", "state"]
     search_fields = ["external_id", "user__username"]
     raw_id_fields = ["user"]
+
+
+@admin.register(QualityPolicy)
+class QualityPolicyAdmin(admin.ModelAdmin):
+    list_display = ["study", "qualification_required", "gold_min_accuracy", "gold_action", "attention_action"]
+    raw_id_fields = ["study"]
+    filter_horizontal = ["qualification_items"]
+
+
+@admin.register(RaterStanding)
+class RaterStandingAdmin(admin.ModelAdmin):
+    """Read-only here: decisions go through the rater page so they are logged with a reason."""
+
+    list_display = ["rater", "study", "state", "automatic", "decided_by", "updated_at"]
+    list_filter = ["state", "automatic", "study"]
+    readonly_fields = ["study", "rater", "state", "reason", "automatic", "decided_by", "updated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(RaterAction)
+class RaterActionAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "study", "rater", "decision", "automatic", "actor", "reason"]
+    list_filter = ["decision", "automatic", "study"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class QualificationAnswerInline(admin.TabularInline):
+    model = QualificationAnswer
+    extra = 0
+    readonly_fields = ["item", "values", "answers", "correct", "time_on_item_ms"]
+
+
+@admin.register(QualificationAttempt)
+class QualificationAttemptAdmin(admin.ModelAdmin):
+    list_display = ["rater", "study", "number", "passed", "correct", "started_at", "finished_at"]
+    list_filter = ["passed", "study"]
+    inlines = [QualificationAnswerInline]
+
+
+@admin.register(AttentionCheck)
+class AttentionCheckAdmin(admin.ModelAdmin):
+    list_display = ["study", "item", "instruction", "after_items"]
+    raw_id_fields = ["study", "item"]
+
+
+@admin.register(AttentionResult)
+class AttentionResultAdmin(admin.ModelAdmin):
+    list_display = ["attention_check", "rater", "passed", "created_at"]
+    list_filter = ["passed"]
