@@ -1,0 +1,161 @@
+"""Querysets → DataFrames for the pure analysis modules.
+
+The only place where the analysis touches the ORM for reading. Everything here uses
+``values_list`` (no model instances per row) and pulls the numeric rating dimensions out of the
+``Rating.values`` JSON *inside the database* (``KT("values__SC")`` cast to float), so a study with
+1.6M ratings turns into a few numpy columns without decoding 1.6M JSON objects in Python.
+
+Frames use the column names the analysis modules expect: ``rater`` (rater id as a string),
+``item`` (Item id, unique across models), ``model`` (GenModel name), ``instance`` (Instance key),
+then one float column per dimension.
+
+Excluded raters: blocked raters (``Rater.state == blocked``) are left out unless
+``include_excluded=True``. :func:`excluded_raters` is the one place that decides who is excluded
+and why, so later rater-quality rules plug in there.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from django.db.models import FloatField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+
+from analysis.models import Judge, JudgeScore
+from raters.models import Rater
+from tasks.models import Comparison, Item, Rating, Study
+
+_CHUNK = 20_000
+
+
+def excluded_raters(study: Study) -> dict[int, str]:
+    """Rater id → why their ratings are left out of this study's analysis."""
+    blocked = (
+        Rater.objects.filter(ratings__study=study, state=Rater.State.BLOCKED)
+        .distinct()
+        .values_list("id", "state_reason")
+    )
+    return {rater_id: f"blocked{': ' + reason if reason else ''}" for rater_id, reason in blocked}
+
+
+def item_table(study: Study) -> pd.DataFrame:
+    """One row per item: ``item`` (id), ``model``, ``instance`` (key), ``position``."""
+    rows = Item.objects.filter(study=study).values_list(
+        "id", "gen_model__name", "instance__key", "instance__position"
+    )
+    return pd.DataFrame.from_records(list(rows), columns=["item", "model", "instance", "position"])
+
+
+def _frame(queryset, columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(list(queryset.iterator(chunk_size=_CHUNK)), columns=columns)
+
+
+def _rating_queryset(study: Study, include_excluded: bool):
+    queryset = Rating.objects.filter(study=study)
+    if not include_excluded:
+        queryset = queryset.exclude(rater_id__in=list(excluded_raters(study)))
+    return queryset
+
+
+def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
+    """Item ratings of a (non-pairwise) study in long form.
+
+    Columns: ``rater, item, model, instance`` and one float column per protocol dimension
+    (SC, PQ for ImagenHub; perception, correspondence for EvalMi). Imported ratings are
+    included like any other rating.
+    """
+    dimensions = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
+    annotations = {f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in dimensions}
+    queryset = (
+        _rating_queryset(study, include_excluded)
+        .filter(item__isnull=False)
+        .annotate(**annotations)
+        .values_list("rater_id", "item_id", *annotations)
+    )
+    frame = _frame(queryset, ["rater", "item", *dimensions])
+    items = item_table(study).set_index("item")
+    frame["model"] = items["model"].reindex(frame["item"]).to_numpy()
+    frame["instance"] = items["instance"].reindex(frame["item"]).to_numpy()
+    frame["rater"] = frame["rater"].astype(str)
+    for dim in dimensions:
+        frame[dim] = frame[dim].astype(float)
+    return frame[["rater", "item", "model", "instance", *dimensions]]
+
+
+def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
+    """Yes/no answers in long form: ``rater, item, model, question, answer`` ('yes'/'no').
+
+    Only ratings that carry answers are read; the JSON of those is decoded in Python (answers
+    are short and only EvalMi studies have them).
+    """
+    queryset = (
+        _rating_queryset(study, include_excluded)
+        .filter(item__isnull=False)
+        .exclude(answers={})
+        .values_list("rater_id", "item_id", "answers")
+    )
+    rows = [
+        (str(rater), item, question, answer)
+        for rater, item, answers in queryset.iterator(chunk_size=_CHUNK)
+        for question, answer in (answers or {}).items()
+    ]
+    frame = pd.DataFrame.from_records(rows, columns=["rater", "item", "question", "answer"])
+    items = item_table(study).set_index("item")
+    frame.insert(2, "model", items["model"].reindex(frame["item"]).to_numpy())
+    return frame
+
+
+def comparisons_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
+    """Pairwise ratings: ``rater, comparison, instance, model_a, model_b, preference``."""
+    queryset = (
+        _rating_queryset(study, include_excluded)
+        .filter(comparison__isnull=False)
+        .annotate(_pref=KT("values__preference"))
+        .values_list("rater_id", "comparison_id", "_pref")
+    )
+    frame = _frame(queryset, ["rater", "comparison", "preference"])
+    pairs = pd.DataFrame.from_records(
+        list(
+            Comparison.objects.filter(study=study).values_list(
+                "id", "item_a__instance__key", "item_a__gen_model__name", "item_b__gen_model__name"
+            )
+        ),
+        columns=["comparison", "instance", "model_a", "model_b"],
+    ).set_index("comparison")
+    for column in ("instance", "model_a", "model_b"):
+        frame[column] = pairs[column].reindex(frame["comparison"]).to_numpy()
+    frame["rater"] = frame["rater"].astype(str)
+    return frame[["rater", "comparison", "instance", "model_a", "model_b", "preference"]]
+
+
+def judge_scores_frame(study: Study) -> pd.DataFrame:
+    """Judge scores on this study's items: ``judge, lower_is_better, role, item, model, dimension, value``.
+
+    When a judge has several runs on the study, the newest score per (item, dimension) wins.
+    ``role`` is ``Judge.params.get("role", "judge")``; ``human_reference`` marks published human
+    figures stored as scores (EvalMi-50K MOS, see analysis.importers.evalmi_import).
+    Failed/refused scores (value NULL) are dropped.
+    """
+    queryset = (
+        JudgeScore.objects.filter(run__study=study, value__isnull=False)
+        .order_by("run__created_at", "id")
+        .values_list("run__judge_id", "item_id", "dimension", "value")
+    )
+    frame = _frame(queryset, ["judge_id", "item", "dimension", "value"])
+    frame = frame.drop_duplicates(subset=["judge_id", "item", "dimension"], keep="last")
+    judges = pd.DataFrame.from_records(
+        [
+            (pk, name, lower, (params or {}).get("role", "judge"))
+            for pk, name, lower, params in Judge.objects.filter(
+                id__in=frame["judge_id"].unique().tolist()
+            ).values_list("id", "name", "lower_is_better", "params")
+        ],
+        columns=["judge_id", "judge", "lower_is_better", "role"],
+    ).set_index("judge_id")
+    for column in ("judge", "lower_is_better", "role"):
+        frame[column] = judges[column].reindex(frame["judge_id"]).to_numpy()
+    frame["lower_is_better"] = frame["lower_is_better"].astype(bool)
+    items = item_table(study).set_index("item")
+    frame["model"] = items["model"].reindex(frame["item"]).to_numpy()
+    frame["value"] = frame["value"].astype(float)
+    return frame[["judge", "lower_is_better", "role", "item", "model", "dimension", "value"]].reset_index(drop=True)

@@ -1,0 +1,588 @@
+"""Importers for published human ratings and judge outputs (one service per format).
+
+Every importer
+* parses and validates *all* input first (the pure parsers in analysis.formats raise
+  ``ValueError`` naming file and line), then writes inside one transaction: a bad file stores
+  nothing;
+* is idempotent: rows are keyed (study slug, instance key, model name, rater external id,
+  judge name, dimension), so a second run of the same files creates nothing and reports
+  everything as unchanged; changed values are updated (a rating edit keeps a RatingRevision);
+* writes with ``bulk_create`` / ``bulk_update`` in batches and never saves row by row.
+
+Formats are described in analysis.formats and ../shared/datasets/README.md.
+
+EvalMi-50K: the authors released per-image MOS (already z-scored, 0–100), not per-annotator
+Likert ratings. Storing those MOS as ``Rating`` rows would break the rating contract (a Rating
+is one person's 1–5 judgement, validated by the protocol), so they are stored as scores of a
+*reference* judge ``evalmi-50k-published-human`` whose ``params["role"] == "human_reference"``.
+The report treats that source as the study's human figures when the study has no ratings of
+its own, and never lists it among the judges.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from django.db import transaction
+from django.utils import timezone
+
+from analysis import formats
+from analysis.correlation import viescore_table
+from analysis.models import Judge, JudgeRun, JudgeScore
+from raters.models import Rater
+from tasks import protocols
+from tasks.models import GenModel, Instance, Item, Rating, RatingRevision, Study
+
+BATCH = 5_000
+
+# ImagenHub folder name (without VIEScore's "ImagenHub_" prefix) → Study.task_type.
+IMAGENHUB_FOLDER_TASKS = {
+    "Text-To-Image": "text_to_image",
+    "Text-Guided_IG": "text_to_image",
+    "Mask-Guided_IE": "mask_guided_editing",
+    "Text-Guided_IE": "text_guided_editing",
+    "Subject-Driven_IG": "subject_driven_generation",
+    "Subject-Driven_IE": "subject_driven_editing",
+    "Multi-Subject_IG": "multi_concept_composition",
+    "Multi-Concept_IC": "multi_concept_composition",
+    "Control-Guided_IG": "control_guided_generation",
+}
+LOWER_IS_BETTER_METRICS = {"LPIPS"}
+EVALMI_REFERENCE_JUDGE = "evalmi-50k-published-human"
+HUMAN_REFERENCE = "human_reference"
+_RATER_FILE_RE = re.compile(r"_rater(\d+)\.tsv$")
+
+
+class ImportFailed(ValueError):
+    """Input could not be imported; nothing was stored. The message names file and line."""
+
+
+@dataclass
+class ImportSummary:
+    """What an import did, as counts (e.g. ``ratings_created``) plus notes for the researcher."""
+
+    counts: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def created(self) -> int:
+        return sum(v for k, v in self.counts.items() if k.endswith("_created"))
+
+    def __str__(self) -> str:
+        parts = [f"{key.replace('_', ' ')}: {value}" for key, value in sorted(self.counts.items()) if value]
+        text = "; ".join(parts) or "nothing to do"
+        return "\n".join([text, *self.notes])
+
+
+# ------------------------------------------------------------------ shared writers
+
+
+def _ensure_study(slug: str, *, protocol: str, task_type: str, title: str, raters_per_item: int,
+                  summary: ImportSummary) -> Study:
+    study = Study.objects.filter(slug=slug).first()
+    if study is not None:
+        if study.protocol != protocol:
+            raise ImportFailed(f"study {slug!r} exists with protocol {study.protocol!r}, not {protocol!r}")
+        summary.counts["studies_unchanged"] += 1
+        return study
+    study = Study(
+        slug=slug,
+        title=title,
+        protocol=protocol,
+        task_type=task_type,
+        raters_per_item=max(1, raters_per_item),
+        assignment_mode=Study.AssignmentMode.WHOLE_SET,
+        state=Study.State.CLOSED,  # imported data: nobody is asked to rate it here
+    )
+    try:
+        study.full_clean()
+    except Exception as exc:  # ValidationError: show which field
+        raise ImportFailed(f"study {slug!r}: {exc}") from exc
+    study.save()
+    summary.counts["studies_created"] += 1
+    return study
+
+
+def _ensure_gen_models(study: Study, names, summary: ImportSummary) -> dict[str, int]:
+    existing = dict(GenModel.objects.filter(study=study).values_list("name", "id"))
+    missing = [name for name in dict.fromkeys(names) if name not in existing]
+    GenModel.objects.bulk_create([GenModel(study=study, name=name) for name in missing], batch_size=BATCH)
+    summary.counts["models_created"] += len(missing)
+    if missing:
+        existing = dict(GenModel.objects.filter(study=study).values_list("name", "id"))
+    return existing
+
+
+def _ensure_instances(study: Study, instances: pd.DataFrame, summary: ImportSummary) -> dict[str, int]:
+    """``instances``: one row per key with Instance field columns (``key`` required)."""
+    existing = dict(Instance.objects.filter(study=study).values_list("key", "id"))
+    fields = [c for c in instances.columns if c != "key"]
+    missing = instances[~instances["key"].isin(existing)]
+    Instance.objects.bulk_create(
+        [Instance(study=study, key=row["key"], **{f: row[f] for f in fields}) for row in missing.to_dict("records")],
+        batch_size=BATCH,
+    )
+    summary.counts["instances_created"] += len(missing)
+    if len(missing):
+        existing = dict(Instance.objects.filter(study=study).values_list("key", "id"))
+    return existing
+
+
+def _ensure_items(study: Study, pairs: pd.DataFrame, summary: ImportSummary) -> pd.Series:
+    """``pairs``: columns instance_id, gen_model_id. Returns Item ids indexed like ``pairs``."""
+    def lookup() -> dict[tuple[int, int], int]:
+        return {
+            (inst, model): pk
+            for pk, inst, model in Item.objects.filter(study=study).values_list("id", "instance_id", "gen_model_id")
+        }
+
+    existing = lookup()
+    keys = list(zip(pairs["instance_id"].tolist(), pairs["gen_model_id"].tolist()))
+    missing = [key for key in dict.fromkeys(keys) if key not in existing]
+    Item.objects.bulk_create(
+        [Item(study=study, instance_id=inst, gen_model_id=model) for inst, model in missing], batch_size=BATCH
+    )
+    summary.counts["items_created"] += len(missing)
+    if missing:
+        existing = lookup()
+    return pd.Series([existing[key] for key in keys], index=pairs.index, dtype="int64")
+
+
+def _ensure_import_rater(external_id: str, summary: ImportSummary) -> int:
+    rater, created = Rater.objects.get_or_create(platform=Rater.Platform.IMPORT, external_id=external_id)
+    summary.counts["raters_created" if created else "raters_unchanged"] += 1
+    return rater.id
+
+
+def _store_ratings(study: Study, rows: pd.DataFrame, dimensions: list[str], summary: ImportSummary) -> None:
+    """``rows``: rater_id, item_id, source_detail and one column per dimension (validated)."""
+    existing = {
+        (rater, item): (pk, values)
+        for pk, rater, item, values in Rating.objects.filter(study=study, item__isnull=False).values_list(
+            "id", "rater_id", "item_id", "values"
+        )
+    }
+    now = timezone.now()
+    new, changed, revisions = [], [], []
+    value_columns = [rows[d].to_numpy(float).tolist() for d in dimensions]
+    for index, (rater, item, detail) in enumerate(
+        zip(rows["rater_id"].tolist(), rows["item_id"].tolist(), rows["source_detail"].tolist())
+    ):
+        values = {d: column[index] for d, column in zip(dimensions, value_columns)}
+        found = existing.get((rater, item))
+        if found is None:
+            new.append(Rating(study=study, rater_id=rater, item_id=item, values=values,
+                              source=Rating.Source.IMPORT, source_detail=detail))
+        elif found[1] != values:
+            revisions.append(RatingRevision(rating_id=found[0], values=found[1]))
+            changed.append(Rating(id=found[0], values=values, source_detail=detail, updated_at=now))
+    Rating.objects.bulk_create(new, batch_size=BATCH)
+    RatingRevision.objects.bulk_create(revisions, batch_size=BATCH)
+    Rating.objects.bulk_update(changed, ["values", "source_detail", "updated_at"], batch_size=BATCH)
+    summary.counts["ratings_created"] += len(new)
+    summary.counts["ratings_updated"] += len(changed)
+    summary.counts["ratings_unchanged"] += len(rows) - len(new) - len(changed)
+
+
+def _ensure_judge(name: str, *, kind: str, lower_is_better: bool = False, params: dict | None = None,
+                  summary: ImportSummary) -> Judge:
+    judge, created = Judge.objects.get_or_create(
+        name=name, defaults={"kind": kind, "lower_is_better": lower_is_better, "params": params or {}}
+    )
+    summary.counts["judges_created" if created else "judges_unchanged"] += 1
+    return judge
+
+
+def _import_run(judge: Judge, study: Study, detail: str, total: int) -> JudgeRun:
+    run = JudgeRun.objects.filter(judge=judge, study=study, source=JudgeRun.Source.IMPORT).order_by("created_at").first()
+    now = timezone.now()
+    if run is None:
+        run = JudgeRun.objects.create(
+            judge=judge, study=study, source=JudgeRun.Source.IMPORT, source_detail=detail[:300],
+            state=JudgeRun.State.DONE, total=total, done=total, started_at=now, finished_at=now,
+        )
+    return run
+
+
+def _store_scores(run: JudgeRun, rows: pd.DataFrame, summary: ImportSummary) -> None:
+    """``rows``: item_id, dimension, value (NaN → null, parse_status failed), sub_scores, rationale."""
+    existing = {
+        (item, dim): (pk, value, subs)
+        for pk, item, dim, value, subs in JudgeScore.objects.filter(run=run).values_list(
+            "id", "item_id", "dimension", "value", "sub_scores"
+        )
+    }
+    new, changed = [], []
+    subs_column = rows["sub_scores"].tolist() if "sub_scores" in rows else [[]] * len(rows)
+    rationale_column = rows["rationale"].tolist() if "rationale" in rows else [""] * len(rows)
+    for item, dim, value, subs, rationale in zip(
+        rows["item_id"].tolist(), rows["dimension"].tolist(), rows["value"].tolist(), subs_column, rationale_column
+    ):
+        value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+        status = JudgeScore.ParseStatus.OK if value is not None else JudgeScore.ParseStatus.FAILED
+        found = existing.get((item, dim))
+        if found is None:
+            new.append(JudgeScore(run=run, item_id=item, dimension=dim, value=value, sub_scores=subs,
+                                  rationale=rationale or "", parse_status=status))
+        elif found[1] != value or found[2] != subs:
+            changed.append(JudgeScore(id=found[0], value=value, sub_scores=subs, rationale=rationale or "",
+                                      parse_status=status))
+    JudgeScore.objects.bulk_create(new, batch_size=BATCH)
+    JudgeScore.objects.bulk_update(changed, ["value", "sub_scores", "rationale", "parse_status"], batch_size=BATCH)
+    summary.counts["scores_created"] += len(new)
+    summary.counts["scores_updated"] += len(changed)
+    summary.counts["scores_unchanged"] += len(rows) - len(new) - len(changed)
+    total = JudgeScore.objects.filter(run=run).count()
+    JudgeRun.objects.filter(id=run.id).update(total=total, done=total)
+
+
+def _validate_dimensions(frame: pd.DataFrame, study_protocol: str, where: pd.Series) -> list[str]:
+    """Check every value against the protocol's allowed choices, vectorised; return dimension keys."""
+    protocol = protocols.get_protocol(study_protocol)
+    settings = protocol.clean_settings({})
+    dims = protocol.dimensions(settings)
+    for dim in dims:
+        values = frame[dim.key].to_numpy(float)
+        bad = ~np.isin(values, dim.choices)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            allowed = " / ".join(f"{c:g}" for c in dim.choices)
+            raise ImportFailed(f"{where.iloc[first]}: {dim.key} must be one of {allowed}, got {values[first]!r}")
+    return [d.key for d in dims]
+
+
+# ------------------------------------------------------------------ ImagenHub
+
+
+def imagenhub_task_type(folder_name: str) -> str:
+    task = folder_name.removeprefix("ImagenHub_")
+    try:
+        return IMAGENHUB_FOLDER_TASKS[task]
+    except KeyError:
+        raise ImportFailed(
+            f"{folder_name}: unknown ImagenHub task folder; expected one of {', '.join(IMAGENHUB_FOLDER_TASKS)}"
+        ) from None
+
+
+def imagenhub_folders(path: Path) -> list[Path]:
+    """``path`` itself when it holds ``*_raterN.tsv`` files, else its sub-folders that do."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ImportFailed(f"{path}: not a directory")
+    if any(path.glob("*_rater*.tsv")):
+        return [path]
+    folders = sorted(p for p in path.iterdir() if p.is_dir() and any(p.glob("*_rater*.tsv")))
+    if not folders:
+        raise ImportFailed(f"{path}: no '<Task>/<Task>_raterN.tsv' files")
+    return folders
+
+
+def _read_imagenhub_folder(folder: Path) -> pd.DataFrame:
+    frames = []
+    for file in sorted(folder.glob("*_rater*.tsv")):
+        match = _RATER_FILE_RE.search(file.name)
+        rater = f"rater{match.group(1)}" if match else file.stem
+        try:
+            frame = formats.parse_imagenhub_tsv(file, rater=rater)
+        except ValueError as exc:
+            raise ImportFailed(str(exc)) from exc
+        frame["file"] = file.name
+        # melt order is column by column: row r of a file is line (r mod n_uids) + 2
+        n_uids = frame["uid"].nunique()
+        frame["where"] = [f"{file}: line {r % n_uids + 2} ({m})" for r, m in enumerate(frame["model"])]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+@transaction.atomic
+def imagenhub_import(*, path: Path | str) -> ImportSummary:
+    """Import ImagenHub rater TSVs: one study per task folder (slug = folder name exactly).
+
+    One Rater per file (platform import, external id ``imagenhub/<slug>/raterN``); Instances keyed
+    by uid in file order; one GenModel per column; Items without images; Ratings with
+    ``source=import`` and ``source_detail`` = file name.
+    """
+    summary = ImportSummary()
+    parsed = []
+    for folder in imagenhub_folders(Path(path)):
+        task_type = imagenhub_task_type(folder.name)
+        frame = _read_imagenhub_folder(folder)
+        dimensions = _validate_dimensions(frame, protocols.IMAGENHUB, frame["where"])
+        parsed.append((folder, task_type, frame, dimensions))
+
+    for folder, task_type, frame, dimensions in parsed:
+        slug = folder.name
+        study = _ensure_study(
+            slug, protocol=protocols.IMAGENHUB, task_type=task_type,
+            title=f"ImagenHub {slug.removeprefix('ImagenHub_').replace('_', ' ')}",
+            raters_per_item=frame["rater"].nunique(), summary=summary,
+        )
+        models = _ensure_gen_models(study, frame["model"].unique().tolist(), summary)
+        uids = pd.unique(frame["uid"])
+        instances = _ensure_instances(
+            study, pd.DataFrame({"key": uids, "position": np.arange(1, len(uids) + 1)}), summary
+        )
+        pairs = pd.DataFrame({"instance_id": frame["uid"].map(instances), "gen_model_id": frame["model"].map(models)})
+        frame["item_id"] = _ensure_items(study, pairs, summary)
+        raters = {name: _ensure_import_rater(f"imagenhub/{slug}/{name}", summary) for name in frame["rater"].unique()}
+        frame["rater_id"] = frame["rater"].map(raters)
+        _store_ratings(study, frame.rename(columns={"file": "source_detail"}), dimensions, summary)
+    return summary
+
+
+# ------------------------------------------------------------------ judges
+
+
+def _study_items(slug: str, where: str) -> tuple[Study, dict[tuple[str, str], int]]:
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise ImportFailed(f"{where}: no study with slug {slug!r}; import its human ratings first")
+    items = {
+        (model, key): pk
+        for pk, model, key in Item.objects.filter(study=study).values_list("id", "gen_model__name", "instance__key")
+    }
+    return study, items
+
+
+def _attach_items(frame: pd.DataFrame, items: dict, where_column: str) -> pd.Series:
+    ids = pd.Series([items.get(key) for key in zip(frame["model"], frame["uid"])], index=frame.index, dtype=object)
+    missing = ids.isna()
+    if missing.any():
+        row = frame[missing].iloc[0]
+        raise ImportFailed(
+            f"{row[where_column]}: uid {row['uid']!r} of model {row['model']!r} is not an item of the study "
+            f"({int(missing.sum())} such rows)"
+        )
+    return ids.astype("int64")
+
+
+def _viescore_rows(root: Path) -> pd.DataFrame:
+    try:
+        long = formats.read_viescore_judge(root)
+    except ValueError as exc:
+        raise ImportFailed(str(exc)) from exc
+    long["where"] = [str(root / t / m / f"{a}.json") for t, m, a in zip(long["task"], long["model"], long["aspect"])]
+    aspects = long.assign(
+        dimension=long["aspect"],
+        value=np.clip(long["scores"].map(min).to_numpy(float) / 10.0, 0.0, 1.0),
+        sub_scores=long["scores"].map(lambda s: [int(v) if float(v).is_integer() else v for v in s]),
+        rationale=long["reasoning"].fillna("").astype(str),
+    )
+    overall = viescore_table(long).dropna(subset=["O"])
+    overall = overall.assign(
+        dimension="O", value=overall["O"], sub_scores=[[]] * len(overall), rationale="",
+        where=[str(root / t / m) for t, m in zip(overall["task"], overall["model"])],
+    )
+    columns = ["task", "model", "uid", "dimension", "value", "sub_scores", "rationale", "where"]
+    return pd.concat([aspects[columns], overall[columns]], ignore_index=True)
+
+
+def _autometrics_rows(root: Path) -> pd.DataFrame:
+    try:
+        long = formats.read_autometrics(root)
+    except ValueError as exc:
+        raise ImportFailed(str(exc)) from exc
+    return long.assign(
+        dimension=long["metric"], where=[str(root / t / f"{m}.json") for t, m in zip(long["task"], long["model"])]
+    )
+
+
+_CSV_COLUMNS = ("study", "model", "item", "judge", "dimension", "value")
+
+
+def _csv_rows(path: Path) -> pd.DataFrame:
+    files = [path] if path.is_file() else sorted(path.glob("*.csv"))
+    if not files:
+        raise ImportFailed(f"{path}: no .csv files")
+    rows = []
+    for file in files:
+        with file.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in _CSV_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ImportFailed(f"{file}: line 1: missing columns {', '.join(missing)}")
+            for line, record in enumerate(reader, start=2):
+                where = f"{file}: line {line}"
+                for column in ("study", "model", "item", "judge", "dimension"):
+                    if not (record[column] or "").strip():
+                        raise ImportFailed(f"{where}: empty {column!r}")
+                text = (record["value"] or "").strip()
+                try:
+                    value = float(text) if text else float("nan")
+                except ValueError:
+                    raise ImportFailed(f"{where}: value {text!r} is not a number") from None
+                if math.isinf(value):
+                    raise ImportFailed(f"{where}: value {text!r} is not finite")
+                rows.append((record["study"].strip(), record["model"].strip(), record["item"].strip(),
+                             record["judge"].strip(), record["dimension"].strip(), value, where))
+    return pd.DataFrame(rows, columns=["task", "model", "uid", "judge", "dimension", "value", "where"])
+
+
+JUDGE_FORMATS = ("viescore", "autometrics", "csv")
+
+
+@transaction.atomic
+def judge_import(*, path: Path | str, fmt: str, judge_name: str = "") -> ImportSummary:
+    """Import judge scores for items of existing studies (``JudgeRun`` with ``source=import``).
+
+    * ``viescore``: ``<study-slug>/<Model>/{SC,PQ}.json``; per aspect min(score)/10 clipped to
+      [0, 1] (sub-scores and reasoning kept), plus ``O = sqrt(SC * PQ)``. Needs ``judge_name``.
+    * ``autometrics``: ``<study-slug>/<Model>.json`` (uid → {metric: value}); one judge per
+      metric, named after it (prefixed ``<judge_name>:`` when given); dimension = metric;
+      LPIPS is marked lower-is-better.
+    * ``csv``: columns study, model, item (instance key), judge, dimension, value (empty = failed).
+    """
+    path = Path(path)
+    if fmt not in JUDGE_FORMATS:
+        raise ImportFailed(f"unknown format {fmt!r}; use one of {', '.join(JUDGE_FORMATS)}")
+    if not path.exists():
+        raise ImportFailed(f"{path}: does not exist")
+    summary = ImportSummary()
+    if fmt == "viescore":
+        if not judge_name:
+            raise ImportFailed("--judge NAME is required for the viescore format")
+        rows = _viescore_rows(path).assign(judge=judge_name)
+        kinds = {judge_name: (Judge.Kind.VIESCORE, False)}
+    elif fmt == "autometrics":
+        rows = _autometrics_rows(path)
+        rows["judge"] = [f"{judge_name}:{m}" if judge_name else m for m in rows["metric"]]
+        kinds = {
+            name: (Judge.Kind.METRIC, metric in LOWER_IS_BETTER_METRICS)
+            for name, metric in zip(rows["judge"], rows["metric"])
+        }
+    else:
+        rows = _csv_rows(path)
+        if judge_name:
+            rows["judge"] = judge_name
+        kinds = {name: (Judge.Kind.IMPORTED, False) for name in rows["judge"].unique()}
+
+    # Resolve every study and item before writing anything.
+    resolved = []
+    for slug, group in rows.groupby("task", sort=True):
+        study, items = _study_items(slug, group["where"].iloc[0])
+        group = group.assign(item_id=_attach_items(group, items, "where"))
+        duplicated = group.duplicated(subset=["judge", "item_id", "dimension"])
+        if duplicated.any():
+            row = group[duplicated].iloc[0]
+            raise ImportFailed(f"{row['where']}: duplicate score for {row['model']}/{row['uid']} {row['dimension']}")
+        resolved.append((study, group))
+
+    judges = {
+        name: _ensure_judge(name, kind=kind, lower_is_better=lower, summary=summary)
+        for name, (kind, lower) in kinds.items()
+    }
+    for study, group in resolved:
+        for name, scores in group.groupby("judge", sort=True):
+            run = _import_run(judges[name], study, str(path), len(scores))
+            _store_scores(run, scores, summary)
+    return summary
+
+
+# ------------------------------------------------------------------ EvalMi-50K
+
+
+def evalmi_read(*, mos_path: Path | str, questions_path: Path | str, tasks_path: Path | str
+                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Parse the three EvalMi-50K files (errors name file and line)."""
+    try:
+        return (
+            formats.read_evalmi_mos(mos_path),
+            formats.read_evalmi_questions(questions_path),
+            formats.read_evalmi_prompt_tasks(tasks_path),
+        )
+    except (ValueError, OSError) as exc:
+        raise ImportFailed(str(exc)) from exc
+
+
+def evalmi_instance_key(prompt_number: int) -> str:
+    return f"{int(prompt_number):04d}"
+
+
+@transaction.atomic
+def evalmi_store(*, mos: pd.DataFrame, questions: pd.DataFrame, tasks: pd.DataFrame, study_slug: str,
+                 source_detail: str = "AIGI2025_MOS_yn.xlsx", title: str = "EvalMi-50K") -> ImportSummary:
+    """Store parsed EvalMi-50K data as an EvalMi study with a published-MOS reference source.
+
+    Instances = prompts (key ``0001``…, prompt from question.xlsx, task tag and ``include``
+    from prompt_tasks.jsonl, task question and sub-questions); Items = (prompt, model) without
+    images. Per image the reference judge stores ``perception`` and ``correspondence`` (0–100
+    MOS as published) and ``qa`` (majority answer 1/0; sub-answers in ``sub_scores``).
+    """
+    summary = ImportSummary()
+    if len(questions) != len(tasks):
+        raise ImportFailed(f"question.xlsx has {len(questions)} prompts but prompt_tasks.jsonl has {len(tasks)}")
+    known = set(questions["prompt_number"])
+    unknown = mos[~mos["prompt_number"].isin(known)]
+    if len(unknown):
+        raise ImportFailed(
+            f"{source_detail}: line {int(unknown.index[0]) + 2}: prompt number {unknown['prompt_number'].iloc[0]} "
+            f"has no row in question.xlsx ({len(questions)} prompts)"
+        )
+    duplicated = mos.duplicated(subset=["model", "prompt_number"])
+    if duplicated.any():
+        row = int(np.flatnonzero(duplicated.to_numpy())[0])
+        raise ImportFailed(f"{source_detail}: line {row + 2}: duplicate image {mos['image'].iloc[row]!r}")
+    for column in ("perception", "correspondence"):
+        values = mos[column].to_numpy(float)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ImportFailed(f"{source_detail}: line {row + 2}: {column} MOS is missing")
+    mismatched = int((questions["prompt"].to_numpy() != tasks["prompt"].to_numpy()).sum())
+    if mismatched:
+        summary.notes.append(
+            f"note: {mismatched} prompt(s) differ between question.xlsx and prompt_tasks.jsonl; "
+            "question.xlsx is used (it defines the questions)"
+        )
+
+    study = _ensure_study(study_slug, protocol=protocols.EVALMI, task_type="mixed", title=title,
+                          raters_per_item=1, summary=summary)
+    sub_columns = [c for c in ("question_2", "question_3", "question_4", "question_5") if c in questions.columns]
+    instances = pd.DataFrame({
+        "key": [evalmi_instance_key(n) for n in questions["prompt_number"]],
+        "position": questions["prompt_number"].astype(int).to_numpy(),
+        "prompt": questions["prompt"].fillna("").astype(str).to_numpy(),
+        "task_tag": tasks["tag"].astype(str).to_numpy(),
+        "question": questions["question_1"].fillna("").astype(str).to_numpy(),
+        "sub_questions": [[q for q in row if q] for row in questions[sub_columns].itertuples(index=False)],
+        "facts": [{"include": inc} if inc is not None else {} for inc in tasks["include"]],
+    })
+    instance_ids = _ensure_instances(study, instances, summary)
+    models = _ensure_gen_models(study, mos["model"].unique().tolist(), summary)
+    pairs = pd.DataFrame({
+        "instance_id": mos["prompt_number"].map(lambda n: instance_ids[evalmi_instance_key(n)]),
+        "gen_model_id": mos["model"].map(models),
+    })
+    item_ids = _ensure_items(study, pairs, summary)
+
+    judge = _ensure_judge(
+        EVALMI_REFERENCE_JUDGE, kind=Judge.Kind.IMPORTED, summary=summary,
+        params={"role": HUMAN_REFERENCE, "source": "EvalMi-50K published MOS (Wang et al., seed 004)",
+                "scale": "perception/correspondence: z-MOS 0-100; qa: majority answer 1/0"},
+    )
+    run = _import_run(judge, study, source_detail, 0)
+    sub_answers = mos[list(formats.EVALMI_SUB_ANSWER_COLUMNS)].to_numpy(float)
+    subs = [[int(v) for v in row if np.isfinite(v)] for row in sub_answers]
+    rows = pd.concat([
+        pd.DataFrame({"item_id": item_ids, "dimension": "perception", "value": mos["perception"].to_numpy(float)}),
+        pd.DataFrame({"item_id": item_ids, "dimension": "correspondence", "value": mos["correspondence"].to_numpy(float)}),
+        pd.DataFrame({"item_id": item_ids, "dimension": "qa", "value": mos["answer"].to_numpy(float), "sub_scores": subs}),
+    ], ignore_index=True)
+    rows["sub_scores"] = [s if isinstance(s, list) else [] for s in rows["sub_scores"]]
+    _store_scores(run, rows, summary)
+    return summary
+
+
+def evalmi_import(*, mos_path: Path | str, questions_path: Path | str, tasks_path: Path | str,
+                  study_slug: str) -> ImportSummary:
+    """Parse the EvalMi-50K files then store them (see :func:`evalmi_store`)."""
+    mos, questions, tasks = evalmi_read(mos_path=mos_path, questions_path=questions_path, tasks_path=tasks_path)
+    return evalmi_store(mos=mos, questions=questions, tasks=tasks, study_slug=study_slug,
+                        source_detail=Path(mos_path).name)
