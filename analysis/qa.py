@@ -90,7 +90,7 @@ def model_accuracy(verdicts: pd.DataFrame, *, verdict: str = "verdict") -> pd.Da
     every item is undecided).
     """
     column = verdicts[verdict]
-    if column.dtype == object and column.isin([YES, NO, UNDECIDED]).all():
+    if column.isin([YES, NO, UNDECIDED]).all():
         labels = column
     else:
         labels = normalise_answers(column).map({1.0: YES, 0.0: NO})

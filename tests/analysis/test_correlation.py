@@ -1,0 +1,109 @@
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.correlation import (
+    fisher_z_mean,
+    model_level_agreement,
+    per_group_correlations,
+    sample_correlations,
+    summarise_across_groups,
+    viescore_aspect,
+    viescore_table,
+)
+
+
+def test_perfectly_monotone_judge_scores_one_everywhere():
+    x = np.linspace(0, 1, 30)
+    result = sample_correlations(x, 1 / (1 + np.exp(-10 * (x - 0.5))))
+    assert result.srcc == pytest.approx(1.0) and result.krcc == pytest.approx(1.0)
+    assert result.plcc < 1.0
+    assert result.plcc_logistic == pytest.approx(1.0, abs=1e-6)
+
+
+def test_lower_is_better_flips_the_sign():
+    rng = np.random.default_rng(0)
+    human = rng.random(50)
+    distance = 1 - human + rng.normal(0, 0.1, 50)
+    assert sample_correlations(distance, human).srcc < 0
+    assert sample_correlations(distance, human, lower_is_better=True).srcc > 0
+
+
+def test_constant_judge_gives_none_with_reason():
+    result = sample_correlations(np.ones(10), np.arange(10))
+    assert result.srcc is None and result.plcc is None and result.krcc is None
+    assert "judge scores are constant" in result.reason
+
+
+def test_too_few_pairs_gives_none_with_reason():
+    result = sample_correlations([1, np.nan, 2], [1, 2, np.nan])
+    assert result.srcc is None and "only 1 paired" in result.reason
+
+
+def test_failed_logistic_fit_is_reported_not_raised():
+    # Two distinct judge values: the 4-parameter curve is under-determined but must not crash.
+    result = sample_correlations([0, 0, 0, 1, 1, 1], [0.1, 0.2, 0.1, 0.9, 0.8, 0.7])
+    assert result.srcc is not None
+    assert result.plcc_logistic is not None or result.logistic_reason
+
+
+def test_float_noise_ties_are_snapped_before_ranking():
+    noisy = np.array([0.2, np.mean([0.1, 0.2, 0.3]), 0.0, 1.0])
+    assert noisy[0] != noisy[1]  # 0.2 vs 0.20000000000000004
+    result = sample_correlations(noisy, [0.5, 0.5, 0.0, 1.0])
+    assert result.srcc == pytest.approx(1.0)
+
+
+def test_fisher_z_mean_averages_in_z_space_and_skips_undefined():
+    assert fisher_z_mean([0.5, None, 0.5]) == pytest.approx(0.5)
+    assert fisher_z_mean([0.9, 0.1]) == pytest.approx(np.tanh((np.arctanh(0.9) + np.arctanh(0.1)) / 2))
+    assert fisher_z_mean([1.0, 1.0]) < 1.0 + 1e-12  # clipped, finite
+    assert fisher_z_mean([None]) is None
+
+
+def test_per_model_table_and_summary():
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"model": np.repeat(["a", "b"], 40), "human": rng.random(80)})
+    frame["judge"] = frame["human"] + rng.normal(0, 0.2, 80)
+    table = per_group_correlations(frame, judge="judge", human="human")
+    assert list(table["model"]) == ["a", "b"]
+    summary = summarise_across_groups(table)
+    assert 0 < summary["srcc"] < 1
+
+
+def test_model_ranking_footrule_and_rmse():
+    human = pd.Series({"a": 60.0, "b": 55.0, "c": 50.0})
+    judge = pd.Series({"a": 58.0, "b": 52.0, "c": 56.0})
+    result = model_level_agreement(judge, human)
+    assert result.footrule == 2.0  # b and c swap
+    assert result.spearman_rho == pytest.approx(0.5)
+    assert result.rmse == pytest.approx(np.sqrt((4 + 9 + 36) / 3))
+
+
+def test_viescore_takes_min_sub_score_over_ten_and_geometric_mean():
+    judge = pd.DataFrame(
+        {
+            "task": ["t"] * 2,
+            "model": ["m"] * 2,
+            "uid": ["x"] * 2,
+            "aspect": ["SC", "PQ"],
+            "scores": [[8, 4], [10, 9, 12]],
+        }
+    )
+    assert viescore_aspect(judge["scores"]).tolist() == pytest.approx([0.4, 0.9])
+    row = viescore_table(judge).iloc[0]
+    assert (row["SC"], row["PQ"]) == pytest.approx((0.4, 0.9))
+    assert row["O"] == pytest.approx(np.sqrt(0.36))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3)), min_size=3, max_size=40))
+def test_correlations_are_symmetric(pairs):
+    x, y = np.array(pairs).T
+    forward = sample_correlations(x, y, logistic=False)
+    backward = sample_correlations(y, x, logistic=False)
+    for name in ("srcc", "plcc", "krcc"):
+        a, b = getattr(forward, name), getattr(backward, name)
+        assert (a is None and b is None) or a == pytest.approx(b, abs=1e-9)
