@@ -1,0 +1,174 @@
+"""The MLLM client and evaluators against the local fake endpoint (no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.judges.client import ChatClient, ChatError, ClientConfig, RateLimiter
+from analysis.judges.evaluators import (
+    ItemInputs,
+    dual_sided,
+    evaluate_evalmi,
+    evaluate_gpt4v_pair,
+    evaluate_gpt4v_single,
+    evaluate_vice,
+    evaluate_viescore,
+)
+from tests.factories import png_bytes
+from tests.judge_server import FakeJudgeServer
+
+BRIGHT = png_bytes(color=(230, 230, 230))
+DARK = png_bytes(color=(40, 40, 40))
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeJudgeServer(slow_seconds=0.6) as running:
+        yield running
+
+
+def client_for(server, model: str, **params) -> ChatClient:
+    config = ClientConfig.from_params(
+        {"base_url": server.base_url, "model": model, "backoff_seconds": 0.01, "timeout_seconds": 5, **params}, env={}
+    )
+    return ChatClient(config)
+
+
+def t2i(output=BRIGHT, **fields) -> ItemInputs:
+    return ItemInputs(task_type="text_to_image", prompt="a grey square", output=output, **fields)
+
+
+def test_viescore_turns_good_replies_into_min_sub_scores_and_a_geometric_mean(server):
+    sc, pq, overall = evaluate_viescore(t2i(), client_for(server, "fake-good"), {})
+    assert [d.parse_status for d in (sc, pq, overall)] == ["ok", "ok", "ok"]
+    assert sc.value == pytest.approx(0.9)  # one sub-score, brightness 230/255 → 9/10
+    assert [s["name"] for s in pq.sub_scores] == ["naturalness", "artifacts"]
+    assert pq.value == pytest.approx(min(s["value"] for s in pq.sub_scores) / 10)
+    assert overall.value == pytest.approx((sc.value * pq.value) ** 0.5)
+    assert sc.prompt_tokens == 100 and sc.latency_ms is not None
+
+
+def test_multi_concept_sc_asks_for_three_sub_scores_with_both_concept_images(server):
+    server.reset()
+    inputs = ItemInputs(
+        task_type="multi_concept_composition",
+        prompt="[V1] dog next to [V2] cat",
+        output=BRIGHT,
+        conditions={"subject_1": DARK, "subject_2": DARK},
+    )
+    sc, _pq, _o = evaluate_viescore(inputs, client_for(server, "fake-good"), {})
+    assert [s["name"] for s in sc.sub_scores] == ["prompt", "concept_1", "concept_2"]
+    sc_request = server.bodies[0]["messages"][0]["content"]
+    assert sum(part["type"] == "image_url" for part in sc_request) == 3
+
+
+def test_concatenate_option_sends_one_strip_instead_of_several_images(server):
+    server.reset()
+    inputs = ItemInputs(task_type="text_guided_editing", prompt="make it bright", output=BRIGHT, conditions={"source": DARK})
+    evaluate_viescore(inputs, client_for(server, "fake-good"), {"concat_images": True})
+    sc_request = server.bodies[0]["messages"][0]["content"]
+    assert sum(part["type"] == "image_url" for part in sc_request) == 1
+    assert "side by side" in sc_request[0]["text"]
+
+
+def test_an_editing_item_without_its_source_image_is_a_clear_error(server):
+    with pytest.raises(ValueError, match="source"):
+        evaluate_viescore(ItemInputs(task_type="text_guided_editing", prompt="x", output=BRIGHT), client_for(server, "fake-good"), {})
+
+
+def test_malformed_replies_are_failed_never_a_score(server):
+    scores = evaluate_viescore(t2i(), client_for(server, "fake-malformed"), {})
+    assert [(d.parse_status, d.value) for d in scores] == [("failed", None)] * 3
+    assert "quite something" in scores[0].raw_response.lower()
+
+
+def test_refusals_are_recorded_as_refused(server):
+    scores = evaluate_evalmi(t2i(question="Is it grey?"), client_for(server, "fake-refuse"), {})
+    assert {(d.dimension, d.parse_status, d.value) for d in scores} == {
+        ("perception", "refused", None),
+        ("correspondence", "refused", None),
+        ("qa", "refused", None),
+    }
+
+
+def test_a_429_is_retried_with_backoff_and_then_succeeds(server):
+    server.reset()
+    client = client_for(server, "fake-429-once")
+    sc, pq, _ = evaluate_viescore(t2i(), client, {})
+    assert sc.parse_status == pq.parse_status == "ok"
+    assert server.requests == 4  # two requests, each refused once
+
+
+def test_persistent_429s_fail_after_the_retry_budget(server):
+    server.reset()
+    client = client_for(server, "fake-429", max_retries=2)
+    with pytest.raises(ChatError, match="HTTP 429") as info:
+        client.chat("hello")
+    assert server.requests == 3 and info.value.attempts == 3
+
+
+def test_server_errors_are_retried_too(server):
+    server.reset()
+    scores = evaluate_evalmi(t2i(), client_for(server, "fake-500", max_retries=1), {})
+    assert all(d.parse_status == "failed" for d in scores)
+    assert server.requests == 4  # two dimensions, two attempts each
+
+
+def test_slow_replies_time_out_and_count_as_failed(server):
+    client = client_for(server, "fake-slow", timeout_seconds=0.2, max_retries=0)
+    sc, _pq, overall = evaluate_viescore(t2i(), client, {})
+    assert sc.parse_status == "failed" and "timed out" in sc.rationale
+    assert overall.value is None
+
+
+def test_evalmi_reads_0_to_100_scores_and_yes_no(server):
+    scores = {d.dimension: d.value for d in evaluate_evalmi(t2i(question="Is it grey?"), client_for(server, "fake-good"), {})}
+    assert scores == {"perception": 90.0, "correspondence": 90.0, "qa": 1.0}
+
+
+def test_gpt4v_single_grading_adds_the_three_parts(server):
+    dims = {d.dimension: d for d in evaluate_gpt4v_single(t2i(), client_for(server, "fake-good"), {})}
+    assert dims["relevance"].value + dims["clarity"].value + dims["object_accuracy"].value == dims["total"].value
+
+
+def test_gpt4v_pairwise_asks_both_orders_and_maps_them_back(server):
+    outcome = evaluate_gpt4v_pair("bright", BRIGHT, DARK, client_for(server, "fake-good"), {})
+    assert (outcome.first, outcome.second, outcome.final, outcome.status) == ("A", "A", "A", "ok")
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "final"),
+    [("A", "A", "A"), ("A", "tie", "A"), ("tie", "B", "B"), ("B", "B", "B"), ("tie", "tie", "tie"), ("A", "B", "tie"), ("B", "A", "tie")],
+)
+def test_the_dual_sided_rule_follows_the_paper(first, second, final):
+    assert dual_sided(first, second) == final
+
+
+def test_vice_keeps_a_transcript_with_bounded_refinement_rounds(server):
+    [sc] = evaluate_vice(t2i(), client_for(server, "fake-good"), {"vice_questions": 4, "vice_max_rounds": 2})
+    assert sc.parse_status == "ok" and sc.value == pytest.approx(0.9)
+    rounds = sc.details["rounds"]
+    assert [r["kind"] for r in rounds] == ["blind", "refinement", "refinement"]  # the fake always wants more
+    assert len(rounds[0]["questions"]) == 4 and len(rounds[0]["answers"]) == 4
+    assert sc.details["concepts"] == ["a shape", "its colour"]
+
+
+def test_judge_params_must_not_carry_an_api_key():
+    with pytest.raises(ValueError, match="API key"):
+        ClientConfig.from_params({"base_url": "http://x", "model": "m", "api_key": "sk-secret"}, env={})
+
+
+def test_endpoint_and_key_come_from_the_environment_when_params_omit_them():
+    config = ClientConfig.from_params({}, env={"JUDGE_API_BASE": "http://h/v1/", "JUDGE_MODEL": "m", "JUDGE_API_KEY": "k"})
+    assert (config.base_url, config.model, config.api_key) == ("http://h/v1", "m", "k")
+    with pytest.raises(ValueError, match="JUDGE_API_BASE"):
+        ClientConfig.from_params({"model": "m"}, env={})
+
+
+def test_the_rate_limiter_spaces_request_starts():
+    now = [0.0]
+    slept = []
+    limiter = RateLimiter(120, clock=lambda: now[0], sleep=slept.append)
+    for _ in range(3):
+        limiter.wait()
+    assert slept == [0.5, 1.0]
