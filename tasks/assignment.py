@@ -1,0 +1,380 @@
+"""The assignment engine: which screen a rater sees next, claimed safely under concurrency.
+
+A *screen* is what one page shows: one item (ImagenHub), a trial of up to three items of one
+instance from different models (EvalMi), or one comparison (pairwise). Its assignments share a
+``position`` in the rater's queue; ``slot`` orders them on the screen.
+
+Claims use a conditional UPDATE on the unit's ``claims`` counter (``claims < raters_per_item``)
+so the quota holds with any number of web workers, on PostgreSQL and on SQLite alike. Each claim
+commits on its own (a savepoint inside a caller's transaction): holding one transaction across a
+whole batch would let two raters lock rows in different random orders and deadlock. Every claim
+on its own is a valid state, so a batch cut short by an error leaves nothing half-way.
+
+Leases: live assignments of a rater are extended on every request; when a rater stays away longer
+than ``ASSIGNMENT_LEASE_SECONDS`` their leased (unrated) assignments expire and the units return
+to the pool. A returning rater gets back the expired units that still have room.
+
+Gold items (``item.gold`` exists) never enter the normal pool: the rater-quality code places them
+into a rater's queue with ``assignment_insert``, outside the quota.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from raters.models import Rater
+from tasks import protocols
+from tasks.models import Assignment, Comparison, Item, Participation, Study
+
+LIVE = (Assignment.State.LEASED, Assignment.State.DONE)
+
+
+class AssignmentUnavailable(Exception):
+    """The rater cannot get work in this study; the message says why (shown to the rater)."""
+
+
+@dataclass
+class Screen:
+    """One page of work: ``number`` of ``total`` screens in the rater's queue (1-based)."""
+
+    study: Study
+    position: int
+    number: int
+    total: int
+    assignments: list[Assignment]
+
+    @property
+    def is_done(self) -> bool:
+        return all(a.state == Assignment.State.DONE for a in self.assignments)
+
+    @property
+    def items(self) -> list[Item]:
+        return [a.item for a in self.assignments if a.item_id]
+
+    @property
+    def comparison(self) -> Comparison | None:
+        return self.assignments[0].comparison if self.assignments[0].comparison_id else None
+
+
+def lease_length() -> timedelta:
+    return timedelta(seconds=getattr(settings, "ASSIGNMENT_LEASE_SECONDS", 1800))
+
+
+def participation_get_or_create(*, rater: Rater, study: Study, crowd: dict | None = None) -> Participation:
+    """The rater's participation in the study, created with a fresh random seed the first time.
+
+    ``crowd`` parameters (e.g. a new Prolific SESSION_ID) replace the stored ones when given.
+    """
+    participation = Participation.objects.filter(rater=rater, study=study).first()
+    if participation is None:
+        try:
+            with transaction.atomic():
+                participation = Participation.objects.create(
+                    rater=rater, study=study, seed=secrets.randbits(48), crowd=crowd or {}
+                )
+        except IntegrityError:  # a second tab created it meanwhile
+            participation = Participation.objects.get(rater=rater, study=study)
+    elif crowd and crowd != participation.crowd:
+        participation.crowd = {**participation.crowd, **crowd}
+        participation.save(update_fields=["crowd"])
+    return participation
+
+
+def _unit_model(assignment: Assignment):
+    return (Item, assignment.item_id) if assignment.item_id else (Comparison, assignment.comparison_id)
+
+
+def _take(model, pk: int, quota: int) -> bool:
+    """Conditional UPDATE: one more claim on the unit unless it already has ``quota``."""
+    return model.objects.filter(pk=pk, claims__lt=quota).update(claims=F("claims") + 1) == 1
+
+
+def _release(model, pk: int) -> None:
+    model.objects.filter(pk=pk, claims__gt=0).update(claims=F("claims") - 1)
+
+
+def assignments_expire(*, study: Study, now: datetime | None = None) -> int:
+    """Expire leased assignments past their lease and give their units back; return how many."""
+    now = now or timezone.now()
+    stale = Assignment.objects.filter(study=study, state=Assignment.State.LEASED, lease_expires_at__lt=now)
+    expired = 0
+    for assignment in stale.only("pk", "item_id", "comparison_id"):
+        with transaction.atomic():
+            # Conditional: a rating submitted meanwhile (state DONE) keeps its claim.
+            won = Assignment.objects.filter(
+                pk=assignment.pk, state=Assignment.State.LEASED, lease_expires_at__lt=now
+            ).update(state=Assignment.State.EXPIRED)
+            if won:
+                _release(*_unit_model(assignment))
+                expired += 1
+    return expired
+
+
+def _revive_own(*, rater: Rater, study: Study, lease_until: datetime) -> int:
+    """Give a returning rater back their expired units that still have room."""
+    revived = 0
+    for assignment in Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.EXPIRED):
+        with transaction.atomic():
+            won = Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.EXPIRED).update(
+                state=Assignment.State.LEASED, lease_expires_at=lease_until
+            )
+            if not won:
+                continue
+            if not _take(*_unit_model(assignment), study.raters_per_item):
+                transaction.set_rollback(True)
+                continue
+            revived += 1
+    return revived
+
+
+def _claim(*, rater: Rater, study: Study, position: int, slot: int, lease_until: datetime,
+           item_id: int | None = None, comparison_id: int | None = None, presentation: dict | None = None) -> bool:
+    model, pk = (Item, item_id) if item_id else (Comparison, comparison_id)
+    try:
+        with transaction.atomic():
+            if not _take(model, pk, study.raters_per_item):
+                return False
+            Assignment.objects.create(
+                study=study,
+                rater=rater,
+                item_id=item_id,
+                comparison_id=comparison_id,
+                position=position,
+                slot=slot,
+                presentation=presentation or {},
+                lease_expires_at=lease_until,
+            )
+    except IntegrityError:  # this rater already holds the unit (another tab claimed it): roll back
+        return False
+    return True
+
+
+def _next_position(rater: Rater, study: Study) -> int:
+    top = Assignment.objects.filter(rater=rater, study=study).aggregate(top=Max("position"))["top"]
+    return 0 if top is None else top + 1
+
+
+def _least_claimed_first(rows: list[tuple], rng: random.Random) -> list[tuple]:
+    """Random order, then least-claimed first (rows are (pk, claims, ...)): balanced overlap."""
+    rows = list(rows)
+    rng.shuffle(rows)
+    return sorted(rows, key=lambda row: row[1])  # stable: ties keep the random order
+
+
+def _claim_items(*, rater, study, rng, position, lease_until) -> int:
+    quota = study.raters_per_item
+    seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
+    pool = list(
+        Item.objects.filter(study=study, gold__isnull=True, claims__lt=quota)
+        .exclude(pk__in=seen)
+        .values_list("pk", "claims", "instance_id", "gen_model_id")
+    )
+    screens = 0
+    if study.assignment_mode == Study.AssignmentMode.WHOLE_SET and study.protocol == protocols.IMAGENHUB:
+        by_model: dict[int, list[tuple]] = defaultdict(list)
+        for row in pool:
+            by_model[row[3]].append(row)
+        models = [(model_id, min(r[1] for r in rows)) for model_id, rows in by_model.items()]
+        for model_id, _ in _least_claimed_first(models, rng):
+            rows = by_model[model_id]
+            rng.shuffle(rows)
+            for row in rows:
+                if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=0,
+                          lease_until=lease_until):
+                    screens += 1
+            if screens:
+                return screens
+        return 0
+    for row in _least_claimed_first(pool, rng):
+        if screens >= study.units_per_session:
+            break
+        if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=0,
+                  lease_until=lease_until):
+            screens += 1
+    return screens
+
+
+def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
+    """EvalMi: each screen shows up to ``images_per_trial`` items of one instance, models drawn at random."""
+    per_trial = study.protocol_settings["images_per_trial"]
+    quota = study.raters_per_item
+    seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
+    pool = Item.objects.filter(study=study, gold__isnull=True, claims__lt=quota).exclude(pk__in=seen)
+    by_instance: dict[int, list[tuple]] = defaultdict(list)
+    for row in pool.values_list("pk", "claims", "instance_id"):
+        by_instance[row[2]].append(row)
+    instances = [(instance_id, min(r[1] for r in rows)) for instance_id, rows in by_instance.items()]
+    screens = 0
+    for instance_id, _ in _least_claimed_first(instances, rng):
+        if screens >= study.units_per_session:
+            break
+        slot = 0
+        for row in _least_claimed_first(by_instance[instance_id], rng):
+            if slot >= per_trial:
+                break
+            if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=slot,
+                      lease_until=lease_until):
+                slot += 1
+        if slot:
+            screens += 1
+    return screens
+
+
+def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
+    seen = Assignment.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
+    pool = list(
+        Comparison.objects.filter(study=study, claims__lt=study.raters_per_item)
+        .exclude(pk__in=seen)
+        .values_list("pk", "claims")
+    )
+    screens = 0
+    for row in _least_claimed_first(pool, rng):
+        if screens >= study.units_per_session:
+            break
+        left = rng.choice("AB")  # sides randomised per rater and recorded
+        if _claim(rater=rater, study=study, comparison_id=row[0], position=position + screens, slot=0,
+                  lease_until=lease_until, presentation={"left": left}):
+            screens += 1
+    return screens
+
+
+def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None = None) -> int:
+    """Claim the rater's next session of screens; return how many screens were claimed.
+
+    Balanced mode: ``units_per_session`` screens, least-claimed units first. Whole-set mode
+    (ImagenHub): every unrated item of one model. The order is shuffled with a generator seeded
+    by (participation seed, batch number), and recorded as assignment positions.
+    """
+    _check_can_rate(rater, study)
+    now = now or timezone.now()
+    participation = participation_get_or_create(rater=rater, study=study)
+    batch = participation.batches
+    # Only one request of this rater claims batch n (two tabs, double clicks).
+    if not Participation.objects.filter(pk=participation.pk, batches=batch).update(batches=batch + 1):
+        return 0
+    rng = random.Random(f"{participation.seed}:{batch}")
+    kwargs = {"rater": rater, "study": study, "rng": rng, "position": _next_position(rater, study),
+              "lease_until": now + lease_length()}
+    if study.protocol == protocols.PAIRWISE:
+        claimed = _claim_comparisons(**kwargs)
+    elif study.protocol == protocols.EVALMI:
+        claimed = _claim_trials(**kwargs)
+    else:
+        claimed = _claim_items(**kwargs)
+    if not claimed:  # nothing left: let a later call try again
+        Participation.objects.filter(pk=participation.pk, batches=batch + 1).update(batches=batch)
+    return claimed
+
+
+def assignment_insert(*, rater: Rater, study: Study, item: Item, position: int | None = None,
+                      now: datetime | None = None) -> Assignment:
+    """Place ``item`` (e.g. a gold item) into the rater's queue at ``position``, outside the quota.
+
+    Later screens move back by one. Default position: after the last screen. Raises
+    AssignmentUnavailable when the rater already has this item.
+    """
+    now = now or timezone.now()
+    if item.study_id != study.pk:
+        raise AssignmentUnavailable("The item belongs to another study")
+    with transaction.atomic():
+        if Assignment.objects.filter(rater=rater, item=item).exists():
+            raise AssignmentUnavailable("The rater already has this item")
+        if position is None:
+            position = _next_position(rater, study)
+        else:
+            Assignment.objects.filter(rater=rater, study=study, position__gte=position).update(
+                position=F("position") + 1
+            )
+        return Assignment.objects.create(
+            study=study, rater=rater, item=item, position=position, lease_expires_at=now + lease_length()
+        )
+
+
+def _check_can_rate(rater: Rater, study: Study) -> None:
+    if not study.is_open:
+        raise AssignmentUnavailable(f"This study is {study.get_state_display().lower()}; it takes no ratings now.")
+    if not rater.can_rate:
+        raise AssignmentUnavailable("Your rater account is not active for rating.")
+
+
+def _live(rater: Rater, study: Study):
+    return Assignment.objects.filter(rater=rater, study=study, state__in=LIVE)
+
+
+def screen_at(*, rater: Rater, study: Study, position: int) -> Screen | None:
+    """The rater's screen at ``position`` (leased or done), or None if there is none."""
+    assignments = list(
+        _live(rater, study)
+        .filter(position=position)
+        .select_related(
+            "item__instance", "item__gen_model", "item__image",
+            "comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance",
+        )
+        .order_by("slot")
+    )
+    if not assignments:
+        return None
+    positions = list(_live(rater, study).values_list("position", flat=True).distinct().order_by("position"))
+    return Screen(study=study, position=position, number=positions.index(position) + 1,
+                  total=len(positions), assignments=assignments)
+
+
+def neighbour_position(*, rater: Rater, study: Study, position: int, step: int) -> int | None:
+    """The live position just before (step −1) or after (step +1) ``position``."""
+    live = _live(rater, study)
+    if step < 0:
+        return live.filter(position__lt=position).aggregate(p=Max("position"))["p"]
+    following = live.filter(position__gt=position).order_by("position").values_list("position", flat=True)
+    return following.first()
+
+
+def assignments_touch(*, rater: Rater, study: Study, now: datetime | None = None) -> None:
+    """Extend the leases of the rater's open assignments: they are active."""
+    now = now or timezone.now()
+    Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED).update(
+        lease_expires_at=now + lease_length()
+    )
+
+
+def assignment_next(*, rater: Rater, study: Study, now: datetime | None = None) -> Screen | None:
+    """The rater's next screen to rate, or None when their session is finished.
+
+    Expires stale leases in the study, gives the rater back their own expired units, claims the
+    first session when the rater has none yet, and returns the earliest screen still leased.
+    Raises AssignmentUnavailable for a closed study or an inactive rater.
+    """
+    _check_can_rate(rater, study)
+    now = now or timezone.now()
+    lease_until = now + lease_length()
+    assignments_expire(study=study, now=now)
+    _revive_own(rater=rater, study=study, lease_until=lease_until)
+    participation = participation_get_or_create(rater=rater, study=study)
+    if participation.batches == 0:
+        assignment_batch_claim(rater=rater, study=study, now=now)
+    assignments_touch(rater=rater, study=study, now=now)
+    first = (
+        Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED)
+        .order_by("position")
+        .values_list("position", flat=True)
+        .first()
+    )
+    if first is None:
+        return None
+    return screen_at(rater=rater, study=study, position=first)
+
+
+def screen_mark_shown(*, screen: Screen, now: datetime | None = None) -> None:
+    """Record the render time: time on item runs from here to the submit (server side)."""
+    now = now or timezone.now()
+    Assignment.objects.filter(pk__in=[a.pk for a in screen.assignments]).update(shown_at=now)
+    for assignment in screen.assignments:
+        assignment.shown_at = now
