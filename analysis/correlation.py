@@ -135,12 +135,15 @@ def per_group_correlations(
 ) -> pd.DataFrame:
     """:func:`sample_correlations` for each group (default: per model).
 
+    ``by=()`` gives the pooled sample-level correlation over all rows.
+
     Returns one row per group: ``*by, n, srcc, plcc, krcc, plcc_logistic,
     reason, logistic_reason``; undefined values are None.
     """
     by = list(by)
     rows = []
-    for key, group in frame.groupby(by, sort=True):
+    groups = frame.groupby(by, sort=True) if by else [((), frame)]  # by=() -> one pooled row
+    for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
         result = sample_correlations(
             group[judge].to_numpy(), group[human].to_numpy(), lower_is_better=lower_is_better, logistic=logistic
