@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "raters",
@@ -131,7 +132,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Studies, items, ratings, reports and judge runs for human evaluation of image generation.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc assets come from drf-spectacular-sidecar (served locally, no CDN).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+# Research dashboards colour agreement (Krippendorff's alpha) below this value as too low.
+AGREEMENT_THRESHOLD = float(envstr("AGREEMENT_THRESHOLD", "0.4"))
 
 LOGGING = {
     "version": 1,
