@@ -69,3 +69,19 @@ def make_comparison(study: Study, **fields) -> Comparison:
     a = make_item(study, instance=instance, model="ModelA")
     b = make_item(study, instance=instance, model="ModelB")
     return Comparison.objects.create(study=study, item_a=a, item_b=b, **fields)
+
+
+def make_gold(item: Item, *, values: dict | None = None, answers: dict | None = None, tolerance: float = 0.0):
+    from tasks.models import GoldAnswer
+
+    return GoldAnswer.objects.create(item=item, values=values or {"SC": 1.0, "PQ": 1.0}, answers=answers or {}, tolerance=tolerance)
+
+
+def make_attention_check(item: Item, *, instruction: str = "Please choose 0.5 for SC on this image",
+                         expected: dict | None = None, after_items: int = 0):
+    from raters.models import AttentionCheck
+
+    return AttentionCheck.objects.create(
+        study=item.study, item=item, instruction=instruction, expected_values=expected or {"SC": 0.5},
+        after_items=after_items,
+    )
