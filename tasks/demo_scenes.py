@@ -537,9 +537,11 @@ def _relation_holds(scene: Scene, relation: str) -> bool:
         return max(p.y for p in a) < min(p.y for p in b)
     if relation == "below":
         return min(p.y for p in a) > max(p.y for p in b)
-    dx = abs(np.mean([p.x for p in a]) - np.mean([p.x for p in b]))
-    dy = abs(np.mean([p.y for p in a]) - np.mean([p.y for p in b]))
-    return bool(dx > dy)  # "next to": side by side rather than stacked
+    # "next to": one group wholly beside the other, their vertical extents overlapping.
+    beside = max(p.x for p in a) < min(p.x for p in b) or min(p.x for p in a) > max(p.x for p in b)
+    overlap = max(p.y + p.r for p in a) > min(p.y - p.r for p in b) and max(p.y + p.r for p in b) > min(
+        p.y - p.r for p in a)
+    return beside and overlap
 
 
 def _same_layout(out: Scene, target: Scene) -> bool:
@@ -716,11 +718,18 @@ def _regions(scene: Scene, side_from: tuple[Placement, ...] = ()) -> list[tuple[
 
 
 def _place(scene: Scene, rng: random.Random) -> Scene:
-    if scene.relation == "next to":
+    if scene.relation != "next to" or scene.groups[1].count == 0 or scene.groups[0].count == 0:
+        return _place_in(scene, _regions(scene), rng)
+    # "next to" has no region of its own: pick a side, and retry until the groups share a band.
+    for _ in range(30):
         side = rng.choice(["to the left of", "to the right of"])
-        regions = _regions(replace(scene, relation=side))
-    else:
-        regions = _regions(scene)
+        placed = _place_in(scene, _regions(replace(scene, relation=side)), rng)
+        if _relation_holds(placed, "next to"):
+            break
+    return placed
+
+
+def _place_in(scene: Scene, regions: list[tuple[float, float, float, float]], rng: random.Random) -> Scene:
     placements: list[Placement] = []
     for gi, (g, region) in enumerate(zip(scene.groups, regions)):
         if g.count == 0:

@@ -201,3 +201,18 @@ def test_facts_and_truth_are_json_serialisable(task_sets):
 def test_an_unknown_task_is_rejected():
     with pytest.raises(ValueError, match="unknown task"):
         generate_task_set("image_to_video", 1, seed=0)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_ground_truth_agrees_with_failures_over_many_instances(task):
+    for instance in generate_task_set(task, 25, seed=99, size=32):
+        for output in instance.outputs:
+            truth = output.truth
+            answers = [truth["answers"]["question"], *truth["answers"]["sub_questions"]]
+            semantic = [f for f in output.failures if f in demo_scenes.SEMANTIC_SEVERITY]
+            if not semantic:
+                assert truth["sc"] == 1.0 and truth["correspondence"] == 5 and all(answers)
+            else:
+                assert truth["sc"] < 1 and truth["correspondence"] < 5
+            if "wrong_relation" in output.failures:
+                assert truth["answers"]["sub_questions"][-1] is False
