@@ -1,0 +1,455 @@
+"""Gold: qualification tests, hidden gold in normal work, attention checks, gold from consensus.
+
+Gold items are ordinary study items that have a ``tasks.GoldAnswer``. Nothing here is ever
+rendered to a rater: the rating pages show a gold item exactly like any other item, and the
+expected answer is only compared on the server.
+
+* Qualification: a study's ``QualityPolicy`` may require a test of N gold items before work.
+  Answers are kept in ``QualificationAnswer`` (not ``Rating``), so they never enter analysis.
+* Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's assignments are gold
+  items; :func:`gold_slot_item` tells the assignment engine when and which.
+* Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer.
+* Gold from consensus: after a pilot, items on which every (non-excluded) rater gave the same
+  answer are offered as candidates; a researcher confirms each one.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from raters.models import (
+    AttentionCheck,
+    AttentionResult,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualityPolicy,
+    Rater,
+)
+from tasks import protocols
+from tasks.models import Assignment, GoldAnswer, Item, Rating, Study
+
+
+class QualificationRefused(ValueError):
+    """A qualification step was not taken; the message is shown to the rater."""
+
+
+# ------------------------------------------------------------------ running gold accuracy
+
+
+def gold_accuracy(*, rater: Rater, study: Study) -> tuple[int, int]:
+    """(correct, total) over the rater's ratings of gold items in the study (hidden gold)."""
+    ratings = Rating.objects.filter(rater=rater, study=study, item__gold__isnull=False).select_related("item__gold")
+    results = [r.item.gold.matches(r.values, r.answers) for r in ratings]
+    return sum(results), len(results)
+
+
+def gold_accuracy_by_rater(study: Study) -> dict[int, tuple[int, int]]:
+    """rater id -> (correct, total) for every rater who rated a gold item of the study."""
+    out: dict[int, list[int]] = {}
+    ratings = Rating.objects.filter(study=study, item__gold__isnull=False).select_related("item__gold")
+    for rating in ratings:
+        tally = out.setdefault(rating.rater_id, [0, 0])
+        tally[0] += int(rating.item.gold.matches(rating.values, rating.answers))
+        tally[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def gold_ratings(*, rater: Rater, study: Study) -> list[dict]:
+    """The rater's answers on gold items next to the expected ones, for researchers only."""
+    rows = []
+    ratings = (
+        Rating.objects.filter(rater=rater, study=study, item__gold__isnull=False)
+        .select_related("item__gold", "item__instance", "item__gen_model")
+        .order_by("created_at")
+    )
+    for rating in ratings:
+        gold = rating.item.gold
+        rows.append(
+            {
+                "item": rating.item,
+                "given": {**rating.values, **rating.answers},
+                "expected": {**gold.values, **gold.answers},
+                "tolerance": gold.tolerance,
+                "correct": gold.matches(rating.values, rating.answers),
+                "kind": "hidden gold",
+            }
+        )
+    answers = QualificationAnswer.objects.filter(attempt__rater=rater, attempt__study=study).select_related(
+        "item__gold", "item__instance", "item__gen_model", "attempt"
+    )
+    for answer in answers:
+        gold = getattr(answer.item, "gold", None)
+        rows.append(
+            {
+                "item": answer.item,
+                "given": {**answer.values, **answer.answers},
+                "expected": {**gold.values, **gold.answers} if gold else {},
+                "tolerance": gold.tolerance if gold else 0.0,
+                "correct": answer.correct,
+                "kind": f"qualification attempt {answer.attempt.number}",
+            }
+        )
+    return rows
+
+
+# ------------------------------------------------------------------ qualification
+
+
+@dataclass(frozen=True)
+class QualificationStatus:
+    required: bool
+    passed: bool
+    attempts_used: int
+    attempts_left: int
+    open_attempt: QualificationAttempt | None
+    message: str
+
+    @property
+    def may_work(self) -> bool:
+        return not self.required or self.passed
+
+    @property
+    def may_try(self) -> bool:
+        return self.required and not self.passed and (self.open_attempt is not None or self.attempts_left > 0)
+
+
+def qualification_items(study: Study, policy: QualityPolicy | None = None) -> list[Item]:
+    """The test's gold items: the policy's chosen ones, else the study's first N gold items by id."""
+    policy = policy or QualityPolicy.for_study(study)
+    chosen = list(policy.qualification_items.filter(gold__isnull=False).order_by("pk")) if policy.pk else []
+    if chosen:
+        return chosen
+    return list(Item.objects.filter(study=study, gold__isnull=False).order_by("pk")[: policy.qualification_size])
+
+
+def qualification_status(*, rater: Rater, study: Study) -> QualificationStatus:
+    policy = QualityPolicy.for_study(study)
+    if not policy.qualification_required:
+        return QualificationStatus(False, False, 0, 0, None, "")
+    attempts = list(QualificationAttempt.objects.filter(study=study, rater=rater).order_by("number"))
+    used = len(attempts)
+    left = max(policy.qualification_max_attempts - used, 0)
+    open_attempt = next((a for a in attempts if not a.is_finished), None)
+    if any(a.passed for a in attempts):
+        return QualificationStatus(True, True, used, left, None, "You passed the qualification test.")
+    if open_attempt is not None:
+        message = "Please finish the short qualification test before you start."
+    elif used == 0:
+        message = "This study starts with a short qualification test."
+    elif left:
+        message = (
+            f"Thank you for trying. You did not reach the pass mark this time; you may try again "
+            f"({left} attempt{'s' if left != 1 else ''} left)."
+        )
+    else:
+        message = (
+            "Thank you for your time. Your answers did not reach the pass mark of the qualification "
+            "test, so we cannot offer you this study. Please return it on your platform."
+        )
+    return QualificationStatus(True, False, used, left, open_attempt, message)
+
+
+@transaction.atomic
+def qualification_start(*, rater: Rater, study: Study) -> QualificationAttempt:
+    """Open an attempt (or return the unfinished one). Items are shuffled per rater and attempt."""
+    Rater.objects.select_for_update().filter(pk=rater.pk).first()
+    status = qualification_status(rater=rater, study=study)
+    if not status.required:
+        raise QualificationRefused("This study has no qualification test")
+    if status.passed:
+        raise QualificationRefused("You already passed the qualification test")
+    if status.open_attempt is not None:
+        return status.open_attempt
+    if status.attempts_left <= 0:
+        raise QualificationRefused(status.message)
+    items = [item.pk for item in qualification_items(study)]
+    if not items:
+        raise QualificationRefused("The qualification test is not ready yet (no gold items); please come back later")
+    number = status.attempts_used + 1
+    random.Random(f"{study.pk}:{rater.pk}:{number}").shuffle(items)
+    return QualificationAttempt.objects.create(study=study, rater=rater, number=number, items=items)
+
+
+def qualification_next_item(attempt: QualificationAttempt) -> Item | None:
+    answered = set(attempt.answers.values_list("item_id", flat=True))
+    for item_id in attempt.items:
+        if item_id not in answered:
+            return Item.objects.select_related("instance", "gen_model", "image").get(pk=item_id)
+    return None
+
+
+@transaction.atomic
+def qualification_answer(
+    *,
+    attempt: QualificationAttempt,
+    item: Item,
+    values: dict,
+    answers: dict | None = None,
+    time_on_item_ms: int | None = None,
+) -> QualificationAttempt:
+    """Record one answer; after the last one the attempt is scored against the pass share.
+
+    The answer must be for the attempt's next item. Nothing is stored when it does not fit the
+    protocol. Returns the (possibly finished) attempt.
+    """
+    attempt = QualificationAttempt.objects.select_for_update().get(pk=attempt.pk)
+    if attempt.is_finished:
+        raise QualificationRefused("This qualification attempt is already finished")
+    expected = qualification_next_item(attempt)
+    if expected is None or expected.pk != item.pk:
+        raise QualificationRefused("Please answer the item shown on the page")
+    study = attempt.study
+    try:
+        clean_values, clean_answers = study.protocol_def.clean_rating(
+            study.protocol_settings, values, answers, sub_question_count=len(item.instance.sub_questions)
+        )
+    except protocols.ProtocolError as exc:
+        raise QualificationRefused(str(exc)) from None
+    gold = GoldAnswer.objects.filter(item=item).first()
+    correct = bool(gold and gold.matches(clean_values, clean_answers))
+    QualificationAnswer.objects.create(
+        attempt=attempt, item=item, values=clean_values, answers=clean_answers, correct=correct,
+        time_on_item_ms=time_on_item_ms,
+    )
+    if qualification_next_item(attempt) is None:
+        policy = QualityPolicy.for_study(study)
+        attempt.correct = attempt.answers.filter(correct=True).count()
+        attempt.passed = attempt.correct >= policy.qualification_pass_share * attempt.total - 1e-9
+        attempt.finished_at = timezone.now()
+        attempt.save(update_fields=["correct", "passed", "finished_at"])
+    return attempt
+
+
+# ------------------------------------------------------------------ hidden gold and attention checks
+
+
+def reserved_item_ids(study: Study) -> set[int]:
+    """Items the assignment engine must not hand out as normal work: attention-check items."""
+    return set(AttentionCheck.objects.filter(study=study).values_list("item_id", flat=True))
+
+
+def hidden_gold_pool(study: Study) -> list[int]:
+    """Gold items for hidden gold: all gold items except attention checks and, when other gold
+    exists, the qualification items (a rater would recognise those)."""
+    gold = list(
+        Item.objects.filter(study=study, gold__isnull=False).exclude(pk__in=reserved_item_ids(study)).order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    policy = QualityPolicy.for_study(study)
+    if policy.qualification_required:
+        test = {item.pk for item in qualification_items(study, policy)}
+        rest = [pk for pk in gold if pk not in test]
+        if rest:
+            return rest
+    return gold
+
+
+def gold_slot_due(*, rater: Rater, study: Study) -> bool:
+    """Whether the rater's next assignment should be a gold item, keeping their share of gold near
+    ``gold_share``. The phase is seeded per rater so gold does not come at fixed positions."""
+    share = float(study.protocol_settings.get("gold_share", 0.0))
+    if share <= 0:
+        return False
+    mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
+        state=Assignment.State.EXPIRED
+    )
+    total = mine.count()
+    gold = mine.filter(item__gold__isnull=False).exclude(item__attention_check__isnull=False).count()
+    offset = random.Random(f"gold:{study.pk}:{rater.pk}:{gold}").random()
+    return gold < int(share * (total + 1) + offset)
+
+
+def gold_slot_item(*, rater: Rater, study: Study) -> Item | None:
+    """The gold item to slot in next, or None (not due, or the rater has seen every gold item).
+
+    The engine assigns it like any other item (same Assignment, same page, same timing).
+    """
+    if not gold_slot_due(rater=rater, study=study):
+        return None
+    seen = set(Assignment.objects.filter(rater=rater, study=study).values_list("item_id", flat=True))
+    seen |= set(QualificationAnswer.objects.filter(attempt__rater=rater, attempt__study=study).values_list("item_id", flat=True))
+    pool = [pk for pk in hidden_gold_pool(study) if pk not in seen]
+    if not pool:
+        return None
+    pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
+    return Item.objects.get(pk=pick)
+
+
+def attention_slot_item(*, rater: Rater, study: Study) -> Item | None:
+    """The attention-check item due now (its ``after_items`` reached and not yet assigned), or None."""
+    done = Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.DONE).count()
+    assigned = Assignment.objects.filter(rater=rater, study=study, item=OuterRef("item"))
+    check = (
+        AttentionCheck.objects.filter(study=study, after_items__lte=done)
+        .exclude(Exists(assigned))
+        .order_by("after_items", "pk")
+        .first()
+    )
+    return check.item if check else None
+
+
+def attention_instruction(item: Item) -> str:
+    """The instruction to show on an item ('' for normal items). Attention checks are meant to be
+    seen; only gold must stay hidden."""
+    check = AttentionCheck.objects.filter(item=item).only("instruction").first()
+    return check.instruction if check else ""
+
+
+def attention_failures(*, rater: Rater, study: Study) -> tuple[int, int]:
+    """(failed, answered) attention checks of the rater in the study."""
+    results = AttentionResult.objects.filter(rater=rater, attention_check__study=study)
+    return results.filter(passed=False).count(), results.count()
+
+
+def attention_failures_by_rater(study: Study) -> dict[int, tuple[int, int]]:
+    out: dict[int, list[int]] = {}
+    for rater_id, passed in AttentionResult.objects.filter(attention_check__study=study).values_list("rater_id", "passed"):
+        tally = out.setdefault(rater_id, [0, 0])
+        tally[0] += int(not passed)
+        tally[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def completion_allowed(*, rater: Rater, study: Study) -> tuple[bool, str]:
+    """Whether a crowd rater may be shown the completion code / sent back with it.
+
+    Refused when they failed (or skipped) a required qualification, or are rejected or blocked.
+    """
+    from raters.services import standing_of
+
+    status = qualification_status(rater=rater, study=study)
+    if not status.may_work:
+        return False, status.message
+    if rater.state == Rater.State.BLOCKED:
+        return False, "Your participation in this study has ended."
+    standing = standing_of(rater=rater, study=study)
+    if standing.excludes_from_analysis:
+        return False, "Your participation in this study has ended."
+    return True, ""
+
+
+def may_work(*, rater: Rater, study: Study) -> tuple[bool, str]:
+    """Gate before handing out work: active, not paused/rejected/blocked here, qualified if required."""
+    from raters.services import standing_of
+
+    if not rater.can_rate:
+        return False, "Your rater account is not active for rating."
+    standing = standing_of(rater=rater, study=study)
+    if not standing.may_continue:
+        if standing.state == standing.State.PAUSED:
+            return False, "Your work on this study is paused while a researcher reviews it. Thank you for your patience."
+        return False, "Your participation in this study has ended. Thank you for your time."
+    status = qualification_status(rater=rater, study=study)
+    if not status.may_work:
+        return False, status.message
+    return True, ""
+
+
+# ------------------------------------------------------------------ gold from consensus
+
+
+@dataclass(frozen=True)
+class GoldCandidate:
+    item: Item
+    values: dict
+    answers: dict
+    raters: int
+
+
+def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]:
+    """Items without gold on which at least ``min_raters`` raters (excluded ones left out) all gave
+    the same values and answers: candidates for gold after a pilot."""
+    excluded = set(Rater.objects.excluded_from_analysis(study).values_list("pk", flat=True))
+    reserved = reserved_item_ids(study)
+    by_item: dict[int, list[Rating]] = {}
+    ratings = Rating.objects.filter(study=study, item__isnull=False, item__gold__isnull=True).exclude(
+        rater_id__in=excluded
+    ).exclude(item_id__in=reserved)
+    for rating in ratings.only("item_id", "values", "answers"):
+        by_item.setdefault(rating.item_id, []).append(rating)
+    candidates = []
+    items = Item.objects.in_bulk([pk for pk, rs in by_item.items() if len(rs) >= min_raters])
+    for pk in sorted(items):
+        group = by_item[pk]
+        first = group[0]
+        if all(r.values == first.values and r.answers == first.answers for r in group):
+            candidates.append(GoldCandidate(items[pk], first.values, first.answers, len(group)))
+    return candidates
+
+
+@transaction.atomic
+def gold_confirm(*, study: Study, item: Item, actor, tolerance: float = 0.0, min_raters: int = 3) -> GoldAnswer:
+    """Turn a consensus candidate into gold, re-checking that the consensus still holds."""
+    if item.study_id != study.pk:
+        raise QualificationRefused("That item belongs to another study")
+    if tolerance < 0:
+        raise QualificationRefused("The tolerance cannot be negative")
+    candidate = next((c for c in gold_candidates(study, min_raters=min_raters) if c.item.pk == item.pk), None)
+    if candidate is None:
+        raise QualificationRefused("The raters no longer agree unanimously on this item (or it is already gold)")
+    who = getattr(actor, "username", "a researcher")
+    return GoldAnswer.objects.create(
+        item=item,
+        values=candidate.values,
+        answers=candidate.answers,
+        tolerance=tolerance,
+        note=f"From the unanimous answers of {candidate.raters} raters; confirmed by {who}",
+    )
+
+
+def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, screens: int) -> int:
+    """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
+
+    ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
+    screens it has. Gold goes to seeded random places inside the batch, attention checks at its
+    end; both through ``tasks.assignment.assignment_insert``, so they are ordinary assignments.
+    Only single-item screens take gold (ImagenHub, EvalMi with one image per trial): a lone gold
+    image inside three-image trials would stand out. Returns how many items were inserted.
+    """
+    from tasks.assignment import AssignmentUnavailable, assignment_insert
+
+    single_item = study.protocol == protocols.IMAGENHUB or (
+        study.protocol == protocols.EVALMI and study.protocol_settings.get("images_per_trial") == 1
+    )
+    inserted = 0
+    rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
+    while single_item and screens > 0:
+        item = gold_slot_item(rater=rater, study=study)
+        if item is None:
+            break
+        position = first_position + rng.randrange(screens + inserted + 1)
+        try:
+            assignment_insert(rater=rater, study=study, item=item, position=position)
+        except AssignmentUnavailable:
+            break
+        inserted += 1
+    while screens > 0:
+        item = _attention_due_in_batch(rater, study)
+        if item is None:
+            break
+        try:
+            assignment_insert(rater=rater, study=study, item=item)
+        except AssignmentUnavailable:
+            break
+        inserted += 1
+    return inserted
+
+
+def _attention_due_in_batch(rater: Rater, study: Study) -> Item | None:
+    """An attention check whose ``after_items`` is reached by the rater's queue (done or leased)."""
+    done_or_leased = Assignment.objects.filter(rater=rater, study=study).exclude(
+        state=Assignment.State.EXPIRED
+    ).count()
+    assigned = Assignment.objects.filter(rater=rater, study=study, item=OuterRef("item"))
+    check = (
+        AttentionCheck.objects.filter(study=study, after_items__lte=done_or_leased)
+        .exclude(Exists(assigned))
+        .order_by("after_items", "pk")
+        .first()
+    )
+    return check.item if check else None

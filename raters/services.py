@@ -1,0 +1,156 @@
+"""Decisions about raters (approve / pause / reject / block) and the automatic rules that make them.
+
+Every decision writes a ``RaterAction`` with its reason, so the rater page shows who decided what
+and why. Automatic rules never overrule a person: a rater a researcher approved stays approved.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from raters.models import AttentionCheck, AttentionResult, Decision, QualityPolicy, Rater, RaterAction, RaterStanding
+
+_STATE_FOR = {
+    Decision.APPROVE: RaterStanding.State.APPROVED,
+    Decision.PAUSE: RaterStanding.State.PAUSED,
+    Decision.REJECT: RaterStanding.State.REJECTED,
+    Decision.BLOCK: RaterStanding.State.BLOCKED,
+    Decision.REACTIVATE: RaterStanding.State.PENDING,
+}
+# How severe each standing is; a rule only ever makes a standing more severe.
+_SEVERITY = {
+    RaterStanding.State.PENDING: 0,
+    RaterStanding.State.APPROVED: 0,
+    RaterStanding.State.PAUSED: 1,
+    RaterStanding.State.REJECTED: 2,
+    RaterStanding.State.BLOCKED: 3,
+}
+
+
+class DecisionRefused(ValueError):
+    """A decision was not made; the message says why."""
+
+
+def standing_of(*, rater: Rater, study) -> RaterStanding:
+    """The rater's standing in the study; an unsaved pending one when nobody decided yet."""
+    standing = RaterStanding.objects.filter(study=study, rater=rater).first()
+    return standing or RaterStanding(study=study, rater=rater)
+
+
+@transaction.atomic
+def rater_decide(*, study, rater: Rater, decision: str, reason: str, actor=None, automatic: bool = False) -> RaterStanding:
+    """Approve, pause, reject, block or reactivate ``rater`` in ``study``.
+
+    Block is site-wide (``Rater.state`` becomes blocked, so they cannot rate anywhere); the others
+    act in this study only. Reactivating a site-wide block needs a staff ``actor``. With
+    ``automatic=True`` the decision comes from a rule: it is skipped (and the current standing
+    returned) when a person approved the rater or the standing is already as severe.
+    """
+    if decision not in _STATE_FOR:
+        raise DecisionRefused(f"Unknown decision {decision!r}; use one of {', '.join(_STATE_FOR)}")
+    reason = (reason or "").strip()
+    if not reason:
+        raise DecisionRefused("Give a reason: it is kept with the decision and shown in exports")
+    Rater.objects.select_for_update().filter(pk=rater.pk).first()  # one decision at a time per rater
+    rater.refresh_from_db(fields=["state", "state_reason"])
+    standing, _ = RaterStanding.objects.get_or_create(study=study, rater=rater)
+    new_state = _STATE_FOR[decision]
+
+    if automatic:
+        approved_by_person = standing.state == RaterStanding.State.APPROVED and not standing.automatic
+        if approved_by_person or _SEVERITY[new_state] <= _SEVERITY[standing.state]:
+            return standing
+    if decision == Decision.REACTIVATE and rater.state == Rater.State.BLOCKED:
+        if actor is None or not actor.is_staff:
+            raise DecisionRefused("This rater is blocked site-wide; only an admin can lift the block")
+        rater.state, rater.state_reason = Rater.State.ACTIVE, f"Block lifted: {reason}"
+        rater.save(update_fields=["state", "state_reason"])
+    if decision == Decision.BLOCK:
+        rater.state, rater.state_reason = Rater.State.BLOCKED, f"Blocked in {study.slug}: {reason}"
+        rater.save(update_fields=["state", "state_reason"])
+
+    standing.state = new_state
+    standing.reason = reason
+    standing.automatic = automatic
+    standing.decided_by = None if automatic else actor
+    standing.save()
+    RaterAction.objects.create(
+        study=study, rater=rater, decision=decision, reason=reason, actor=None if automatic else actor, automatic=automatic
+    )
+    return standing
+
+
+def _apply(study, rater: Rater, action: str, reason: str) -> bool:
+    """Apply a rule's action (a ``QualityPolicy.Action``); True when the standing changed."""
+    if not action:
+        return False
+    before = standing_of(rater=rater, study=study).state
+    after = rater_decide(study=study, rater=rater, decision=action, reason=reason, automatic=True).state
+    return before != after
+
+
+@transaction.atomic
+def rater_rules_apply(*, rater: Rater, study) -> list[str]:
+    """The cheap per-rater rules, run after every rating: gold accuracy and attention checks.
+
+    Returns the reasons of the actions taken (empty when nothing changed).
+    """
+    from analysis.quality import attention_flag, gold_flag
+    from raters.gold import attention_failures, gold_accuracy
+
+    policy = QualityPolicy.for_study(study)
+    taken = []
+    correct, total = gold_accuracy(rater=rater, study=study)
+    flag = gold_flag(correct, total, min_accuracy=policy.gold_min_accuracy, min_items=policy.gold_min_items)
+    if flag and _apply(study, rater, policy.gold_action, f"Rule: {flag.reason}"):
+        taken.append(flag.reason)
+    failures, checks = attention_failures(rater=rater, study=study)
+    flag = attention_flag(failures, checks, max_failures=policy.attention_max_failures)
+    if flag and _apply(study, rater, policy.attention_action, f"Rule: {flag.reason}"):
+        taken.append(flag.reason)
+    return taken
+
+
+@transaction.atomic
+def study_rules_apply(*, study) -> dict[int, list[str]]:
+    """All rules for every rater of the study, including behaviour flags (these need everyone's ratings).
+
+    Returns rater id -> reasons of the actions taken. Safe to run repeatedly.
+    """
+    from raters.quality import BEHAVIOUR_CODES, study_quality
+
+    policy = QualityPolicy.for_study(study)
+    raters = {r.pk: r for r in Rater.objects.filter(ratings__study=study).distinct()}
+    taken: dict[int, list[str]] = {}
+    for rater in raters.values():
+        reasons = rater_rules_apply(rater=rater, study=study)
+        if reasons:
+            taken[rater.pk] = reasons
+    if policy.behaviour_action:
+        for rater_id, quality in study_quality(study).items():
+            behaviour = [f for f in quality.flags if f.code in BEHAVIOUR_CODES]
+            if len(behaviour) >= max(policy.behaviour_min_flags, 1) and rater_id in raters:
+                reason = "Rule: " + "; ".join(f"{f.label}: {f.reason}" for f in behaviour)
+                if _apply(study, raters[rater_id], policy.behaviour_action, reason):
+                    taken.setdefault(rater_id, []).append(reason)
+    return taken
+
+
+@transaction.atomic
+def rating_recorded(*, rating) -> list[str]:
+    """Call after a rating is stored (UI or API, not imports): scores an attention check on its
+    first answer, then runs the per-rater rules. Returns the reasons of actions taken."""
+    if rating.source == "import" or rating.item_id is None:
+        return []
+    check = AttentionCheck.objects.filter(item_id=rating.item_id).first()
+    if check is not None:
+        AttentionResult.objects.get_or_create(
+            attention_check=check,
+            rater=rating.rater,
+            defaults={
+                "passed": check.is_passed_by(rating.values, rating.answers),
+                "values": rating.values,
+                "answers": rating.answers,
+            },
+        )
+    return rater_rules_apply(rater=rating.rater, study=rating.study)

@@ -1,0 +1,140 @@
+"""raters.services: decisions with reasons, automatic rules, exclusion from analysis."""
+
+import pytest
+
+from raters.models import QualityPolicy, Rater, RaterAction, RaterStanding
+from raters.quality import analysis_ratings, exclusion_reasons
+from raters.services import DecisionRefused, rater_decide, rating_recorded, rater_rules_apply
+from tasks.models import Assignment, Rating
+from tasks.services import rating_submit
+from tests.factories import make_attention_check, make_gold, make_item, make_rater, make_study, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def _rate(rater, item, values, time_ms=5000):
+    Assignment.objects.get_or_create(study=item.study, rater=rater, item=item)
+    rating = rating_submit(rater=rater, item=item, values=values, time_on_item_ms=time_ms)
+    rating_recorded(rating=rating)
+    return rating
+
+
+def test_a_decision_needs_a_reason_and_nothing_is_stored_without_one():
+    study, rater = make_study(), make_rater()
+    with pytest.raises(DecisionRefused, match="Give a reason"):
+        rater_decide(study=study, rater=rater, decision="reject", reason="  ")
+    assert not RaterStanding.objects.exists() and not RaterAction.objects.exists()
+
+
+def test_rejecting_a_rater_excludes_their_ratings_but_keeps_them():
+    study, researcher = make_study(), make_user()
+    careful, sloppy = make_rater(), make_rater()
+    item = make_item(study)
+    _rate(careful, item, {"SC": 1, "PQ": 1})
+    _rate(sloppy, item, {"SC": 0, "PQ": 0})
+    rater_decide(study=study, rater=sloppy, decision="reject", reason="Clicked through", actor=researcher)
+    assert list(Rater.objects.excluded_from_analysis(study)) == [sloppy]
+    assert Rating.objects.filter(study=study).count() == 2
+    assert list(analysis_ratings(study).values_list("rater_id", flat=True)) == [careful.pk]
+    assert analysis_ratings(study, include_excluded=True).count() == 2
+    assert exclusion_reasons(study) == {sloppy.pk: "Rejected: Clicked through"}
+    action = RaterAction.objects.get()
+    assert (action.decision, action.actor, action.automatic) == ("reject", researcher, False)
+
+
+def test_a_rejection_in_one_study_does_not_exclude_the_rater_elsewhere():
+    first, second, rater = make_study(), make_study(), make_rater()
+    rater_decide(study=first, rater=rater, decision="reject", reason="Failed checks")
+    assert rater in Rater.objects.excluded_from_analysis(first)
+    assert rater not in Rater.objects.excluded_from_analysis(second)
+
+
+def test_blocking_is_site_wide_and_only_an_admin_lifts_it():
+    study, other, rater = make_study(), make_study(), make_rater()
+    owner, admin = make_user(), make_user(is_staff=True)
+    rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=owner)
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.BLOCKED and not rater.can_rate
+    assert rater in Rater.objects.excluded_from_analysis(other)
+    assert exclusion_reasons(other) == {rater.pk: "Blocked: Blocked in %s: Bot answers" % study.slug}
+    with pytest.raises(DecisionRefused, match="only an admin"):
+        rater_decide(study=study, rater=rater, decision="reactivate", reason="Appeal", actor=owner)
+    rater_decide(study=study, rater=rater, decision="reactivate", reason="Appeal accepted", actor=admin)
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.ACTIVE and not Rater.objects.excluded_from_analysis(study).exists()
+
+
+def test_gold_accuracy_below_70_percent_after_10_gold_items_pauses_the_rater():
+    study = make_study()
+    rater = make_rater()
+    golds = [make_item(study) for _ in range(10)]
+    for item in golds:
+        make_gold(item, values={"SC": 1.0, "PQ": 1.0})
+    for item in golds[:6]:
+        _rate(rater, item, {"SC": 1, "PQ": 1})
+    for item in golds[6:9]:
+        _rate(rater, item, {"SC": 0, "PQ": 1})
+    assert RaterStanding.objects.filter(rater=rater).count() == 0  # 9 gold items: too early to judge
+    _rate(rater, golds[9], {"SC": 0, "PQ": 1})
+    standing = RaterStanding.objects.get(rater=rater, study=study)
+    assert standing.state == RaterStanding.State.PAUSED and standing.automatic
+    assert standing.reason == "Rule: gold accuracy 60% (6 of 10), minimum 70% after 10 gold items"
+
+
+def test_gold_within_tolerance_counts_as_correct():
+    study = make_study(protocol="evalmi", task_type="counting", settings={"qa": False})
+    rater = make_rater()
+    item = make_item(study)
+    make_gold(item, values={"perception": 4.0, "correspondence": 2.0}, tolerance=1.0)
+    _rate(rater, item, {"perception": 5, "correspondence": 3})
+    from raters.gold import gold_accuracy
+
+    assert gold_accuracy(rater=rater, study=study) == (1, 1)
+
+
+def test_a_rule_never_overrules_a_researchers_approval():
+    study, researcher, rater = make_study(), make_user(), make_rater()
+    QualityPolicy.objects.create(study=study, gold_min_items=1)
+    item = make_item(study)
+    make_gold(item)
+    rater_decide(study=study, rater=rater, decision="approve", reason="Known expert", actor=researcher)
+    _rate(rater, item, {"SC": 0, "PQ": 0})
+    assert RaterStanding.objects.get(rater=rater).state == RaterStanding.State.APPROVED
+    assert RaterAction.objects.count() == 1
+
+
+def test_two_failed_attention_checks_reject_the_rater_and_one_does_not():
+    study, rater = make_study(), make_rater()
+    first, second = make_item(study), make_item(study)
+    make_attention_check(first, expected={"SC": 0.5})
+    make_attention_check(second, expected={"SC": 0.5})
+    _rate(rater, first, {"SC": 1, "PQ": 1})
+    assert rater_rules_apply(rater=rater, study=study) == []
+    assert not RaterStanding.objects.filter(rater=rater).exists()
+    _rate(rater, second, {"SC": 0, "PQ": 1})
+    standing = RaterStanding.objects.get(rater=rater)
+    assert standing.state == RaterStanding.State.REJECTED
+    assert "failed 2 of 2 attention checks" in standing.reason
+
+
+def test_an_attention_check_is_scored_on_the_first_answer_only():
+    study, rater = make_study(), make_rater()
+    item = make_item(study)
+    check = make_attention_check(item, expected={"SC": 0.5})
+    _rate(rater, item, {"SC": 1, "PQ": 1})
+    _rate(rater, item, {"SC": 0.5, "PQ": 1})  # corrected after the fact
+    assert check.results.get(rater=rater).passed is False
+
+
+def test_attention_check_ratings_are_left_out_of_analysis():
+    study, rater = make_study(), make_rater()
+    normal, check_item = make_item(study), make_item(study)
+    make_attention_check(check_item)
+    _rate(rater, normal, {"SC": 1, "PQ": 1})
+    _rate(rater, check_item, {"SC": 0.5, "PQ": 1})
+    assert list(analysis_ratings(study).values_list("item_id", flat=True)) == [normal.pk]
+
+
+def test_an_unknown_decision_is_refused():
+    with pytest.raises(DecisionRefused, match="Unknown decision"):
+        rater_decide(study=make_study(), rater=make_rater(), decision="promote", reason="x")
