@@ -9,7 +9,8 @@ scores a careful rater should give:
 
 - ImagenHub SC and PQ in {0, 0.5, 1}. SC is the minimum over conditions: a "total" failure
   (the output ignores a condition: edit not applied, background replaced, subject lost, control
-  layout ignored) gives 0, a "partial" one 0.5, three partial failures together also 0.
+  layout ignored) gives 0, a "partial" one 0.5; two partial failures that leave at most half of
+  the atomic checks below standing ("three blue squares" drawn as three green stars) also give 0.
   PQ is 0 with any severe artifact, 0.5 with moderate ones, 1 when clean.
 - EvalMi perception 1–5 (5 minus 1 per moderate and 3 per severe artifact) and correspondence
   1–5 (1 + 4 × share of atomic checks passed: presence, count, colour, shape or subject
@@ -494,7 +495,8 @@ def _truth(target: Scene, out: Scene, severity: dict[str, str], extra_checks: tu
         checks.append(_same_layout(out, target))
 
     semantic = [SEMANTIC_SEVERITY[f] for f in severity if f in SEMANTIC_SEVERITY]
-    sc = 1.0 if not semantic else 0.0 if min(semantic) == 0 or len(semantic) >= 3 else 0.5
+    mostly_broken = len(semantic) >= 2 and sum(checks) <= len(checks) / 2
+    sc = 1.0 if not semantic else 0.0 if min(semantic) == 0 or mostly_broken else 0.5
     artifacts = [v for k, v in severity.items() if k not in SEMANTIC_SEVERITY]
     pq = 0.0 if "severe" in artifacts else 0.5 if artifacts else 1.0
     correspondence = 1 + round(4 * sum(checks) / len(checks))

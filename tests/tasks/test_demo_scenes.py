@@ -216,3 +216,15 @@ def test_ground_truth_agrees_with_failures_over_many_instances(task):
                 assert truth["sc"] < 1 and truth["correspondence"] < 5
             if "wrong_relation" in output.failures:
                 assert truth["answers"]["sub_questions"][-1] is False
+
+
+def test_a_single_group_drawn_in_the_wrong_colour_and_shape_does_not_follow_the_prompt():
+    hits = [
+        out
+        for inst in generate_task_set("text_to_image", 80, seed=8, size=32)
+        if len(inst.facts["objects"]) == 1
+        for out in inst.outputs
+        if {"wrong_colour", "wrong_shape"} <= set(out.failures)
+    ]
+    assert hits
+    assert all(out.truth["sc"] == 0.0 for out in hits)
