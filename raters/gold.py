@@ -250,18 +250,23 @@ def hidden_gold_pool(study: Study) -> list[int]:
 
 
 def gold_slot_due(*, rater: Rater, study: Study) -> bool:
-    """Whether the rater's next assignment should be a gold item, keeping their share of gold near
-    ``gold_share``. The phase is seeded per rater so gold does not come at fixed positions."""
+    """Whether the rater's next assignment should be a gold item.
+
+    Keeps gold / (gold + other work) at ``gold_share``: with n other assignments the rater should
+    have floor(n * share / (1 - share) + phase) gold items, where the phase in [0, 1) is seeded per
+    rater, so the running count is never off by a whole item and gold does not come at fixed
+    positions for everyone.
+    """
     share = float(study.protocol_settings.get("gold_share", 0.0))
     if share <= 0:
         return False
     mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
         state=Assignment.State.EXPIRED
-    )
-    total = mine.count()
-    gold = mine.filter(item__gold__isnull=False).exclude(item__attention_check__isnull=False).count()
-    offset = random.Random(f"gold:{study.pk}:{rater.pk}:{gold}").random()
-    return gold < int(share * (total + 1) + offset)
+    ).exclude(item__attention_check__isnull=False)
+    gold = mine.filter(item__gold__isnull=False).count()
+    other = mine.count() - gold
+    phase = random.Random(f"gold:{study.pk}:{rater.pk}").random()
+    return gold < int(other * share / (1 - share) + phase)
 
 
 def gold_slot_item(*, rater: Rater, study: Study) -> Item | None:
