@@ -1,0 +1,72 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from analysis.report import build_report
+from tasks.models import Study
+
+
+def _fmt(value, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+class Command(BaseCommand):
+    help = "Print a study's analysis report: a readable table, or the full JSON document with --json."
+
+    def add_arguments(self, parser):
+        parser.add_argument("study", help="Study slug")
+        parser.add_argument("--json", action="store_true", help="Print the JSON document (schema in the README)")
+        parser.add_argument("--include-excluded", action="store_true", help="Keep blocked raters in the analysis")
+        parser.add_argument("--no-judges", action="store_true", help="Skip judge-vs-human correlations")
+
+    def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, **options):
+        found = Study.objects.filter(slug=study).first()
+        if found is None:
+            raise CommandError(f"no study with slug {study!r}")
+        report = build_report(found, include_excluded=include_excluded, judges=not no_judges)
+        if json:
+            self.stdout.write(_dumps(report))
+            return
+        self.stdout.write(render_text(report))
+
+
+def _dumps(report: dict) -> str:
+    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def render_text(report: dict) -> str:
+    lines = [f"{report['study']} ({report['protocol']}, {report['task_type']}) — human source: {report['human_source']}"]
+    level = report["study_level"]
+    lines.append("  ".join(f"{k}: {level[k]}" for k in ("models", "items", "raters", "ratings", "comparisons") if k in level))
+    models = report["models"]
+    if report["protocol"] == "pairwise":
+        lines.append(f"{'model':<24}{'n':>6}{'win rate':>10}{'95% CI':>16}{'BT':>8}{'95% CI':>18}{'both bad':>10}")
+        for name, m in models.items():
+            wr_ci = m["win_rate_ci95"] or [None, None]
+            bt_ci = m["bt_ci95"] or [None, None]
+            lines.append(f"{name:<24}{m['comparisons']:>6}{_fmt(m['win_rate']):>10}"
+                         f"{_fmt(wr_ci[0]) + '–' + _fmt(wr_ci[1]):>16}{_fmt(m['bt_score']):>8}"
+                         f"{_fmt(bt_ci[0]) + '–' + _fmt(bt_ci[1]):>18}{_fmt(m['both_bad_rate']):>10}")
+    elif models:
+        dims = list(next(iter(models.values()))["dimensions"])
+        digits = 2
+        header = f"{'model':<22}{'items':>6}{'raters':>7}" + "".join(f"{d[:12] + ' mean±std':>23}" for d in dims)
+        header += "".join(f"{d[:4] + ' α ord':>11}" for d in dims) + f"{'QA':>8}"
+        lines.append(header)
+        for name, m in models.items():
+            row = f"{name[:21]:<22}{m['items']:>6}{m['raters'] if m['raters'] is not None else '—':>7}"
+            for d in dims:
+                block = m["dimensions"][d]
+                row += f"{_fmt(block['mean'], digits) + '±' + _fmt(block['std_between_raters'], digits):>23}"
+            for d in dims:
+                row += f"{_fmt(m['dimensions'][d]['alpha'].get('ordinal')):>11}"
+            qa = m.get("qa_accuracy")
+            row += f"{'—' if qa is None else f'{100 * qa:.2f}%':>8}"
+            lines.append(row)
+    for judge, dims in report["judges"].items():
+        lines.append(f"judge {judge}: " + ", ".join(
+            f"{dim} SRCC {_fmt(v['spearman_fisher_mean'], 3)} (Fisher-z mean over {v['models']} models, n={v['n']})"
+            for dim, v in dims.items()))
+    if report["reasons"]:
+        lines.append(f"{len(report['reasons'])} undefined value(s); first: {report['reasons'][0]} (see --json)")
+    return "\n".join(lines)

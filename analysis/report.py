@@ -1,0 +1,496 @@
+"""The one study report: every page, the CLI (``manage.py report``), the API and exports use it.
+
+``build_report(study)`` reads the study through analysis.data, runs the pure analysis modules
+and returns a JSON-ready dict (schema in the README, "Analysis report"). Rules:
+
+* No NaN/inf ever: an undefined number is ``None`` and the ``reasons`` list says why
+  (``"models.Imagic.dimensions.SC.alpha: only one value present (0): agreement is undefined"``).
+* Human figures come from the study's own ratings (imported ratings included). An EvalMi study
+  without ratings falls back to its published human reference (EvalMi-50K MOS, stored as scores
+  of a judge whose ``params.role`` is ``human_reference``); ``human_source`` says which.
+* Blocked raters are excluded unless ``include_excluded=True``; ``excluded_raters`` lists them.
+
+Dimensions: ImagenHub SC, PQ and O = sqrt(SC·PQ) on 0–1; EvalMi perception and correspondence as
+z-MOS on 0–100 (seed 004 §3.3); pairwise studies report win rates and Bradley–Terry scores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import data
+from analysis.agreement import agreement_table
+from analysis.ceiling import human_ceiling
+from analysis.correlation import fisher_z_mean, model_level_agreement, per_group_correlations
+from analysis.imagenhub import add_overall, item_scores, model_summary
+from analysis.importers import HUMAN_REFERENCE
+from analysis.pairwise import pairwise_summary
+from analysis.qa import item_verdicts, majority_votes, model_accuracy
+from analysis.screening import mos_with_and_without_screening, screen_observers
+from analysis.zmos import mos_from_item_scores, zscore_by_rater
+from tasks import protocols
+from tasks.models import Study
+
+LEVELS = ("nominal", "ordinal", "interval")
+_CORR_KEYS = {"srcc": "spearman", "plcc": "pearson", "krcc": "kendall"}
+
+
+class Reasons:
+    """Collects "where: why" strings for undefined values, without duplicates, in order."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, None] = {}
+
+    def add(self, where: str, why: str | None) -> None:
+        if why:
+            self._items.setdefault(f"{where}: {why}", None)
+
+    def as_list(self) -> list[str]:
+        return list(self._items)
+
+
+def _num(value: Any, reasons: Reasons | None = None, where: str = "", why: str | None = None) -> float | None:
+    """A finite float, or None (recording ``why`` under ``where``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        number = None
+    else:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = None
+        if number is not None and not math.isfinite(number):
+            number = None
+    if number is None and reasons is not None:
+        reasons.add(where, why or "undefined")
+    return number
+
+
+def _ci(low: Any, high: Any, reasons: Reasons, where: str, why: str) -> list[float] | None:
+    lo, hi = _num(low), _num(high)
+    if lo is None or hi is None:
+        reasons.add(where, why)
+        return None
+    return [lo, hi]
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def build_report(study: Study, *, include_excluded: bool = False, judges: bool = True,
+                 seed: int = 0, n_boot: int = 1000) -> dict:
+    """The study report as a JSON-ready dict (see module docstring and README for the schema).
+
+    ``n_boot`` replicates are used where the report bootstraps (pairwise CIs); ``seed`` makes
+    them reproducible.
+    """
+    reasons = Reasons()
+    excluded = data.excluded_raters(study)
+    report: dict[str, Any] = {
+        "study": study.slug,
+        "title": study.title,
+        "protocol": study.protocol,
+        "task_type": study.task_type,
+        "include_excluded": include_excluded,
+        "excluded_raters": [
+            {"rater": str(pk), "reason": why, "included": include_excluded} for pk, why in sorted(excluded.items())
+        ],
+        "human_source": "ratings",
+        "models": {},
+        "study_level": {},
+        "judges": {},
+        "reasons": [],
+    }
+    if study.protocol == protocols.PAIRWISE:
+        _pairwise_section(study, report, reasons, include_excluded, seed, n_boot)
+    else:
+        ratings = data.ratings_frame(study, include_excluded=include_excluded)
+        scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
+        if study.protocol == protocols.IMAGENHUB:
+            human_items = _imagenhub_section(ratings, report, reasons)
+        else:
+            human_items = _evalmi_section(study, ratings, scores, report, reasons, include_excluded)
+        if judges and scores is not None and human_items is not None:
+            _judges_section(scores, human_items, report, reasons)
+    report["reasons"] = reasons.as_list()
+    return _jsonable(report, "report", reasons, report)
+
+
+# ------------------------------------------------------------------ shared blocks
+
+
+def _agreement_and_ceiling(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons,
+                           ceiling_frame: pd.DataFrame | None = None) -> None:
+    """Fill alpha, Fleiss' kappa and the human ceiling per model and for the whole study."""
+    ceiling_frame = ratings if ceiling_frame is None else ceiling_frame
+    models = report["models"]
+    table = agreement_table(ratings, scores=dims, by=("model",), levels=LEVELS, kappa=True, n_boot=0)
+    for row in table.itertuples(index=False):
+        entry = models[row.model]["dimensions"][row.dimension]
+        where = f"models.{row.model}.dimensions.{row.dimension}"
+        if row.measure == "fleiss_kappa":
+            entry["fleiss_kappa"] = _num(row.value, reasons, f"{where}.fleiss_kappa", row.reason)
+        else:
+            level = row.measure.removeprefix("alpha_")
+            entry["alpha"][level] = _num(row.value, reasons, f"{where}.alpha.{level}", row.reason)
+    ceiling = human_ceiling(ceiling_frame, scores=dims, by=("model",))
+    for row in ceiling.itertuples(index=False):
+        where = f"models.{row.model}.dimensions.{row.dimension}.human_ceiling"
+        why = row.reason or "no rater had a defined correlation"
+        models[row.model]["dimensions"][row.dimension]["human_ceiling"] = {
+            name: _num(getattr(row, key), reasons, f"{where}.{name}", why) for key, name in _CORR_KEYS.items()
+        }
+
+    level = report["study_level"].setdefault("dimensions", {})
+    overall = agreement_table(ratings, scores=dims, by=(), levels=LEVELS, kappa=True, n_boot=0)
+    study_ceiling = human_ceiling(ceiling_frame, scores=dims, by=())
+    for dim in dims:
+        entry = level.setdefault(dim, {})
+        rows = overall[overall["dimension"] == dim]
+        entry["alpha"] = {}
+        for row in rows.itertuples(index=False):
+            where = f"study_level.dimensions.{dim}"
+            if row.measure == "fleiss_kappa":
+                entry["fleiss_kappa"] = _num(row.value, reasons, f"{where}.fleiss_kappa", row.reason)
+            else:
+                name = row.measure.removeprefix("alpha_")
+                entry["alpha"][name] = _num(row.value, reasons, f"{where}.alpha.{name}", row.reason)
+        crow = study_ceiling[study_ceiling["dimension"] == dim].iloc[0]
+        entry["human_ceiling"] = {
+            name: _num(crow[key], reasons, f"study_level.dimensions.{dim}.human_ceiling.{name}",
+                       crow["reason"] or "no rater had a defined correlation")
+            for key, name in _CORR_KEYS.items()
+        }
+
+
+def _empty_dimension() -> dict:
+    return {"mean": None, "std_between_raters": None, "ci95": None, "alpha": {}, "fleiss_kappa": None,
+            "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
+
+
+def _counts(frame: pd.DataFrame, report: dict) -> None:
+    report["study_level"].update({
+        "items": int(frame["item"].nunique()),
+        "raters": int(frame["rater"].nunique()),
+        "ratings": int(len(frame)),
+        "models": int(frame["model"].nunique()),
+    })
+
+
+# ------------------------------------------------------------------ ImagenHub
+
+
+def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons) -> pd.DataFrame | None:
+    dims = ["SC", "PQ", "O"]
+    _counts(ratings, report)
+    if ratings.empty:
+        reasons.add("models", "no ratings yet")
+        return None
+    ratings = add_overall(ratings)
+    summary = model_summary(ratings)
+    items = item_scores(ratings)
+    cis = {dim: mos_from_item_scores(items, score=dim).set_index("model") for dim in dims}
+    for model, row in summary.iterrows():
+        entry = {"items": int(row["n_items"]), "raters": int(row["n_raters"]), "O_sum": _num(row["O_sum"]),
+                 "dimensions": {}, "qa_accuracy": None, "judges": {}}
+        for dim in dims:
+            where = f"models.{model}.dimensions.{dim}"
+            block = _empty_dimension()
+            block["mean"] = _num(row[f"{dim}_mean"], reasons, f"{where}.mean")
+            block["std_between_raters"] = _num(row[f"{dim}_std"], reasons, f"{where}.std_between_raters")
+            ci = cis[dim].loc[model]
+            block["ci95"] = _ci(ci["ci_low"], ci["ci_high"], reasons, f"{where}.ci95",
+                                "fewer than 2 items: no interval")
+            entry["dimensions"][dim] = block
+        report["models"][str(model)] = entry
+    reasons.add("models.*.qa_accuracy", "ImagenHub studies ask no yes/no questions")
+    _agreement_and_ceiling(ratings, dims, report, reasons)
+    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+
+
+# ------------------------------------------------------------------ EvalMi
+
+
+def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | None, report: dict,
+                    reasons: Reasons, include_excluded: bool) -> pd.DataFrame | None:
+    dims = ["perception", "correspondence"]
+    if ratings.empty:
+        reference = scores[scores["role"] == HUMAN_REFERENCE] if scores is not None else None
+        if reference is not None and len(reference):
+            return _evalmi_reference(reference, report, reasons)
+        _counts(ratings, report)
+        report["human_source"] = "none"
+        reasons.add("models", "no ratings yet")
+        return None
+
+    _counts(ratings, report)
+    per_dim_items = []
+    zscored = {}
+    for dim in dims:
+        frame, dropped = zscore_by_rater(ratings, score=dim)
+        for rater, why in dropped.items():
+            reasons.add(f"study_level.zmos.{dim}.rater {rater}", f"excluded from z-MOS: {why}")
+        zscored[dim] = frame
+        items = frame.groupby(["model", "item"], sort=True)["z_scaled"].mean().rename(dim)
+        per_dim_items.append(items)
+    items = pd.concat(per_dim_items, axis=1).reset_index()
+
+    raters_per_model = ratings.groupby("model")["rater"].nunique()
+    items_per_model = ratings.groupby("model")["item"].nunique()
+    for model in sorted(ratings["model"].unique()):
+        report["models"][str(model)] = {
+            "items": int(items_per_model[model]), "raters": int(raters_per_model[model]),
+            "dimensions": {dim: _empty_dimension() for dim in dims}, "qa_accuracy": None, "judges": {},
+        }
+    for dim in dims:
+        table = mos_from_item_scores(items.dropna(subset=[dim]), score=dim).set_index("model")
+        rater_means = zscored[dim].groupby(["model", "rater"])["z_scaled"].mean()
+        spread = rater_means.groupby(level="model").std(ddof=0)
+        for model, entry in report["models"].items():
+            where = f"models.{model}.dimensions.{dim}"
+            block = entry["dimensions"][dim]
+            if model not in table.index:
+                reasons.add(f"{where}.mean", "no z-scored ratings (all its raters had sigma = 0)")
+                continue
+            row = table.loc[model]
+            block["mean"] = _num(row["mos"], reasons, f"{where}.mean")
+            block["std_between_raters"] = _num(spread.get(model), reasons, f"{where}.std_between_raters")
+            block["ci95"] = _ci(row["ci_low"], row["ci_high"], reasons, f"{where}.ci95",
+                                "fewer than 2 items: no interval")
+    ceiling_frame = None
+    if all(len(zscored[d]) for d in dims):
+        # the ceiling is computed on z' (what the MOS averages), agreement on the raw Likert points
+        ceiling_frame = zscored[dims[0]][["rater", "item", "model"]].assign(**{dims[0]: zscored[dims[0]]["z_scaled"]})
+        ceiling_frame = ceiling_frame.merge(
+            zscored[dims[1]][["rater", "item", "z_scaled"]].rename(columns={"z_scaled": dims[1]}),
+            on=["rater", "item"], how="outer",
+        )
+        ceiling_frame["model"] = ceiling_frame["model"].fillna(
+            ratings.drop_duplicates("item").set_index("item")["model"].reindex(ceiling_frame["item"]).reset_index(drop=True)
+        )
+    _agreement_and_ceiling(ratings, dims, report, reasons, ceiling_frame=ceiling_frame)
+    _evalmi_qa(study, report, reasons, include_excluded)
+    _evalmi_screening(ratings, dims, report, reasons)
+    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+
+
+def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: bool) -> None:
+    answers = data.answers_frame(study, include_excluded=include_excluded)
+    if answers.empty:
+        reasons.add("models.*.qa_accuracy", "no yes/no answers")
+        return
+    verdicts = item_verdicts(majority_votes(answers))
+    accuracy = model_accuracy(verdicts).set_index("model")
+    undecided = int(accuracy["n_undecided"].sum())
+    report["study_level"]["qa"] = {
+        "items": int(accuracy["n_items"].sum()), "yes": int(accuracy["n_yes"].sum()),
+        "no": int(accuracy["n_no"].sum()), "undecided": undecided,
+        "tie_policy": "an even split is undecided and counts against the model (yes / all items)",
+    }
+    for model, entry in report["models"].items():
+        if model in accuracy.index:
+            entry["qa_accuracy"] = _num(accuracy.loc[model, "accuracy"] / 100.0)
+        else:
+            reasons.add(f"models.{model}.qa_accuracy", "no yes/no answers for this model")
+
+
+def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons) -> None:
+    screening: dict[str, Any] = {}
+    for dim in dims:
+        frame = ratings[ratings[dim].notna()]
+        if frame.empty:
+            continue
+        result = screen_observers(frame, score=dim)
+        shifts = mos_with_and_without_screening(frame, score=dim).set_index("model")
+        screening[dim] = {
+            "raters": int(len(result.raters)),
+            "rejected": result.rejected,
+            "reasons": {str(r): row["reason"] for r, row in result.raters.iterrows() if row["rejected"]},
+            "mos_all": {str(m): _num(v) for m, v in shifts["mos_all"].items()},
+            "mos_screened": {str(m): _num(v) for m, v in shifts["mos_screened"].items()},
+        }
+    screening["rule"] = ("ITU-R BT.500 observer screening: beta2 in [2, 4] → ±2σ else ±√20σ; reject when "
+                         "(P+Q)/N > 0.05 and |P−Q|/(P+Q) < 0.3. Reported, not applied to the MOS above.")
+    report["study_level"]["screening"] = screening
+
+
+def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -> pd.DataFrame:
+    """EvalMi figures from the published per-image MOS (no per-rater data exists)."""
+    report["human_source"] = "published_reference"
+    names = sorted(reference["judge"].unique())
+    report["study_level"]["reference"] = {"source": names, "note": (
+        "published per-image MOS (already z-scored to 0-100 by the authors) and majority yes/no answers; "
+        "per-rater statistics (std between raters, agreement, ceiling, screening) need raw ratings")}
+    wide = reference.pivot_table(index=["model", "item"], columns="dimension", values="value", aggfunc="last")
+    wide = wide.reset_index()
+    dims = [d for d in ("perception", "correspondence") if d in wide.columns]
+    report["study_level"].update({"items": int(wide["item"].nunique()), "raters": None,
+                                  "ratings": 0, "models": int(wide["model"].nunique())})
+    reasons.add("study_level.raters", "published MOS: the number of annotators per image is not released")
+    tables = {dim: mos_from_item_scores(wide.dropna(subset=[dim]), score=dim).set_index("model") for dim in dims}
+    qa = wide.groupby("model")["qa"].mean() if "qa" in wide.columns else pd.Series(dtype=float)
+    per_rater = "published MOS has no per-rater ratings"
+    for model in sorted(wide["model"].unique()):
+        entry = {"items": int((wide["model"] == model).sum()), "raters": None, "dimensions": {},
+                 "qa_accuracy": _num(qa.get(model), reasons, f"models.{model}.qa_accuracy", "no qa answers"),
+                 "judges": {}}
+        for dim in dims:
+            where = f"models.{model}.dimensions.{dim}"
+            block = _empty_dimension()
+            row = tables[dim].loc[model]
+            block["mean"] = _num(row["mos"], reasons, f"{where}.mean")
+            block["ci95"] = _ci(row["ci_low"], row["ci_high"], reasons, f"{where}.ci95", "fewer than 2 items")
+            block["alpha"] = {level: None for level in LEVELS}
+            entry["dimensions"][dim] = block
+        report["models"][str(model)] = entry
+    for key in ("raters", "dimensions.*.std_between_raters", "dimensions.*.alpha", "dimensions.*.fleiss_kappa",
+                "dimensions.*.human_ceiling"):
+        reasons.add(f"models.*.{key}", per_rater)
+    return wide.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+
+
+# ------------------------------------------------------------------ judges
+
+
+def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons) -> None:
+    """Judge vs human per model (sample level) and across models (Fisher z), per human dimension.
+
+    A judge dimension named like a human one (SC, PQ, O, perception…) is compared with that one;
+    any other (CLIP_Score, LPIPS…) is compared with every human dimension.
+    """
+    judged = scores[scores["role"] != HUMAN_REFERENCE]
+    human_dims = list(dict.fromkeys(human["dimension"]))
+    for judge, frame in judged.groupby("judge", sort=True):
+        lower = bool(frame["lower_is_better"].iloc[0])
+        judge_dims = list(dict.fromkeys(frame["dimension"]))
+        pairs = []
+        for jdim in judge_dims:
+            if jdim in human_dims:
+                pairs.append((jdim, jdim, jdim))
+            else:
+                for hdim in human_dims:
+                    key = hdim if len([d for d in judge_dims if d not in human_dims]) == 1 else f"{jdim}~{hdim}"
+                    pairs.append((jdim, hdim, key))
+        summary = report["judges"].setdefault(str(judge), {})
+        for jdim, hdim, key in pairs:
+            merged = frame[frame["dimension"] == jdim][["item", "model", "value"]].merge(
+                human[human["dimension"] == hdim][["item", "human"]], on="item", how="inner"
+            )
+            where = f"judges.{judge}.{key}"
+            if merged.empty:
+                reasons.add(where, "no items scored by both the judge and the humans")
+                continue
+            table = per_group_correlations(merged, judge="value", human="human", by=("model",),
+                                           lower_is_better=lower, logistic=True)
+            for row in table.to_dict("records"):
+                model = str(row["model"])
+                if model not in report["models"]:
+                    continue
+                mwhere = f"models.{model}.judges.{judge}.{key}"
+                report["models"][model]["judges"].setdefault(str(judge), {})[key] = {
+                    **{name: _num(row[col], reasons, f"{mwhere}.{name}", row["reason"])
+                       for col, name in _CORR_KEYS.items()},
+                    "plcc_logistic": _num(row["plcc_logistic"], reasons, f"{mwhere}.plcc_logistic",
+                                          row["logistic_reason"] or row["reason"]),
+                    "n": int(row["n"]),
+                    **({"judge_dimension": jdim} if jdim != hdim else {}),
+                }
+            pooled = per_group_correlations(merged.assign(_all="all"), judge="value", human="human", by=("_all",),
+                                            lower_is_better=lower, logistic=False).iloc[0]
+            ranking = model_level_agreement(
+                merged.groupby("model")["value"].mean(), merged.groupby("model")["human"].mean(),
+                lower_is_better=lower or jdim != hdim,
+            )
+            summary[key] = {
+                **{f"{name}_fisher_mean": _num(fisher_z_mean(table[col]), reasons, f"{where}.{name}_fisher_mean",
+                                               "no model with a defined correlation")
+                   for col, name in _CORR_KEYS.items()},
+                "plcc_logistic_fisher_mean": _num(fisher_z_mean(table["plcc_logistic"])),
+                "pooled_spearman": _num(pooled["srcc"], reasons, f"{where}.pooled_spearman", pooled["reason"]),
+                "n": int(len(merged)),
+                "models": int(table["srcc"].notna().sum()),
+                "model_level": {
+                    "spearman_rho": _num(ranking.spearman_rho, reasons, f"{where}.model_level.spearman_rho",
+                                         ranking.reason),
+                    "footrule": _num(ranking.footrule),
+                    "rmse": _num(ranking.rmse),
+                },
+                "lower_is_better": lower,
+                **({"judge_dimension": jdim} if jdim != hdim else {}),
+            }
+
+
+# ------------------------------------------------------------------ pairwise
+
+
+def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excluded: bool, seed: int,
+                      n_boot: int) -> None:
+    frame = data.comparisons_frame(study, include_excluded=include_excluded)
+    report["study_level"].update({
+        "comparisons": int(frame["comparison"].nunique()), "raters": int(frame["rater"].nunique()),
+        "ratings": int(len(frame)),
+    })
+    if frame.empty:
+        reasons.add("models", "no pairwise judgements yet")
+        return
+    result = pairwise_summary(frame, n_boot=n_boot, seed=seed)
+    report["study_level"]["pairwise_notes"] = result.notes
+    raters = pd.concat([frame[["model_a", "rater"]].set_axis(["model", "rater"], axis=1),
+                        frame[["model_b", "rater"]].set_axis(["model", "rater"], axis=1)])
+    rater_counts = raters.groupby("model")["rater"].nunique()
+    for row in result.table.to_dict("records"):
+        model = str(row["model"])
+        where = f"models.{model}"
+        win_rate = _num(row["win_rate"], reasons, f"{where}.win_rate", "no decisive or tied judgements")
+        report["models"][model] = {
+            "items": int(row["comparisons"]), "raters": int(rater_counts.get(row["model"], 0)),
+            "comparisons": int(row["comparisons"]), "wins": int(row["wins"]), "losses": int(row["losses"]),
+            "ties": int(row["ties"]), "both_bad": int(row["both_bad"]),
+            "win_rate": win_rate,
+            "win_rate_ci95": _ci(row["win_rate_ci_low"], row["win_rate_ci_high"], reasons,
+                                 f"{where}.win_rate_ci95", "bootstrap interval undefined"),
+            "bt_score": _num(row["bt_score"], reasons, f"{where}.bt_score"),
+            "bt_ci95": _ci(row["bt_ci_low"], row["bt_ci_high"], reasons, f"{where}.bt_ci95",
+                           "bootstrap interval undefined"),
+            "both_bad_rate": _num(row["both_bad_rate"]),
+            "dimensions": {}, "qa_accuracy": None, "judges": {},
+        }
+    # Agreement on the preference itself (nominal: A / B / tie / both_bad of the same comparison).
+    codes = frame.assign(code=frame["preference"].map({p: k for k, p in enumerate(protocols.PAIRWISE_CHOICES)}))
+    table = agreement_table(codes.rename(columns={"comparison": "item"}).drop(columns=["model_a", "model_b"]),
+                            scores=["code"], by=(), levels=("nominal",), kappa=True, n_boot=0)
+    agreement = {}
+    for row in table.itertuples(index=False):
+        name = "alpha_nominal" if row.measure == "alpha_nominal" else "fleiss_kappa"
+        agreement[name] = _num(row.value, reasons, f"study_level.preference.{name}", row.reason)
+    report["study_level"]["preference"] = agreement
+
+
+# ------------------------------------------------------------------ JSON safety
+
+
+def _jsonable(value: Any, where: str, reasons: Reasons, root: dict) -> Any:
+    """Plain Python types only; any NaN/inf that slipped through becomes None with a reason."""
+    if isinstance(value, dict):
+        out = {str(k): _jsonable(v, f"{where}.{k}", reasons, root) for k, v in value.items()}
+        if value is root:
+            out["reasons"] = reasons.as_list()
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]", reasons, root) for i, v in enumerate(value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not math.isfinite(number):
+            reasons.add(where.removeprefix("report."), "undefined (not a finite number)")
+            return None
+        return number
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
