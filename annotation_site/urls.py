@@ -10,6 +10,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("tasks.rating_urls")),
+    path("api/", include("annotation_site.api_urls")),
 ]
 
 if settings.DEBUG:

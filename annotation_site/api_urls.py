@@ -1,0 +1,23 @@
+"""URLs under /api/: the research REST API and its OpenAPI schema and docs (wiring only)."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from analysis import api as analysis_api
+from tasks import api as task_api
+
+urlpatterns = [
+    path("studies/", task_api.StudyListCreate.as_view(), name="api-studies"),
+    path("studies/<slug:slug>/", task_api.StudyDetail.as_view(), name="api-study"),
+    path("studies/<slug:slug>/publish/", task_api.StudyAction.as_view(action="publish"), name="api-study-publish"),
+    path("studies/<slug:slug>/close/", task_api.StudyAction.as_view(action="close"), name="api-study-close"),
+    path("studies/<slug:slug>/clone/", task_api.StudyAction.as_view(action="clone"), name="api-study-clone"),
+    path("studies/<slug:slug>/items/", task_api.StudyItems.as_view(), name="api-study-items"),
+    path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
+    path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
+    path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
+    path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+]

@@ -1,0 +1,188 @@
+"""REST API for researchers and admins: studies, their items and ratings, and study actions.
+
+Thin DRF views over tasks.builder and tasks.study_services (the same calls the pages make).
+Raters and other logged-in users without a researcher role get 403; a researcher asking for a
+study they do not own gets 404 (its existence is not revealed).
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db.models import Count
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
+from tasks.models import Item, Rating, Study
+from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
+
+
+class IsResearcher(BasePermission):
+    message = "Only researchers and admins may use the research API."
+
+    def has_permission(self, request, view) -> bool:
+        return user_is_researcher(request.user)
+
+
+RESEARCH_PERMISSIONS = [IsAuthenticated, IsResearcher]
+
+
+def get_study_for_user(user, slug: str) -> Study:
+    """The study if this user may see it (owner or staff), else 404."""
+    return get_object_or_404(Study.objects.visible_to(user), slug=slug)
+
+
+class StudyOutput(serializers.ModelSerializer):
+    owners = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
+    items = serializers.IntegerField(source="item_count", read_only=True)
+    ratings = serializers.IntegerField(source="rating_count", read_only=True)
+
+    class Meta:
+        model = Study
+        fields = [
+            "slug", "title", "protocol", "task_type", "state", "instructions", "raters_per_item",
+            "assignment_mode", "settings", "owners", "items", "ratings", "created_at",
+        ]
+
+
+def _annotated(queryset):
+    return queryset.annotate(
+        item_count=Count("items", distinct=True), rating_count=Count("ratings", distinct=True)
+    ).prefetch_related("owners")
+
+
+class StudyListCreate(APIView):
+    """List the studies you may see; create a draft study from a zip bundle."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+    parser_classes = [MultiPartParser, FormParser]
+
+    class Input(serializers.Serializer):
+        bundle = serializers.FileField(help_text="Zip with images and manifest.csv or manifest.jsonl")
+        slug = serializers.SlugField(max_length=100)
+        title = serializers.CharField(max_length=200)
+        protocol = serializers.ChoiceField(choices=Study.Protocol.choices)
+        task_type = serializers.CharField(max_length=64)
+        instructions = serializers.CharField(required=False, allow_blank=True, default="")
+        raters_per_item = serializers.IntegerField(min_value=1, max_value=100, default=3)
+        assignment_mode = serializers.ChoiceField(choices=Study.AssignmentMode.choices, default="balanced")
+        settings = serializers.CharField(required=False, allow_blank=True, default="{}", help_text="JSON object")
+
+        def validate_settings(self, value: str) -> dict:
+            try:
+                parsed = json.loads(value or "{}")
+            except json.JSONDecodeError as exc:
+                raise serializers.ValidationError(f"not valid JSON: {exc.msg}") from None
+            if not isinstance(parsed, dict):
+                raise serializers.ValidationError("must be a JSON object")
+            return parsed
+
+    @extend_schema(responses=StudyOutput(many=True))
+    def get(self, request: Request) -> Response:
+        paginator = generics.GenericAPIView.pagination_class()
+        queryset = _annotated(Study.objects.visible_to(request.user)).order_by("slug")
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(StudyOutput(page, many=True).data)
+
+    @extend_schema(request=Input, responses={201: StudyOutput})
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        bundle = fields.pop("bundle")
+        try:
+            study = study_build_from_bundle(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+        except BundleInvalid as exc:
+            return Response({"problems": [p.as_dict() for p in exc.problems]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data, status=201)
+
+
+class StudyDetail(APIView):
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses=StudyOutput)
+    def get(self, request: Request, slug: str) -> Response:
+        study = get_study_for_user(request.user, slug)
+        return Response(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data)
+
+
+class StudyAction(APIView):
+    """POST publish / close / clone. Clone accepts an optional new ``slug`` and ``title``."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+    action = ""
+
+    class CloneInput(serializers.Serializer):
+        slug = serializers.SlugField(max_length=100, required=False)
+        title = serializers.CharField(max_length=200, required=False)
+
+    @extend_schema(request=CloneInput, responses={200: StudyOutput, 201: StudyOutput, 409: inline_serializer(
+        "ActionRefused", {"detail": serializers.CharField()})})
+    def post(self, request: Request, slug: str) -> Response:
+        study = get_study_for_user(request.user, slug)
+        try:
+            if self.action == "publish":
+                result, code = study_publish(study=study), 200
+            elif self.action == "close":
+                result, code = study_close(study=study), 200
+            else:
+                data = self.CloneInput(data=request.data)
+                data.is_valid(raise_exception=True)
+                result, code = study_clone(study=study, owner=request.user, **data.validated_data), 201
+        except StudyActionRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(StudyOutput(_annotated(Study.objects.filter(pk=result.pk)).get()).data, status=code)
+
+
+class ItemOutput(serializers.ModelSerializer):
+    instance = serializers.CharField(source="instance.key")
+    model = serializers.CharField(source="gen_model.name")
+    prompt = serializers.CharField(source="instance.prompt")
+    image_url = serializers.SerializerMethodField()
+    ratings = serializers.IntegerField(source="rating_count")
+
+    class Meta:
+        model = Item
+        fields = ["id", "instance", "model", "prompt", "image_url", "ratings"]
+
+    def get_image_url(self, item) -> str | None:
+        return item.image.file.url if item.image_id else None
+
+
+class StudyItems(generics.ListAPIView):
+    permission_classes = RESEARCH_PERMISSIONS
+    serializer_class = ItemOutput
+
+    def get_queryset(self):
+        study = get_study_for_user(self.request.user, self.kwargs["slug"])
+        return Item.objects.for_study(study).annotate(rating_count=Count("ratings")).order_by("id")
+
+
+class RatingOutput(serializers.ModelSerializer):
+    rater = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Rating
+        fields = ["id", "rater", "item", "comparison", "values", "answers", "source", "time_on_item_ms",
+                  "created_at", "updated_at"]
+
+    def get_rater(self, rating) -> str:
+        return f"rater{rating.rater_id}"  # pseudonymous, as in the exports
+
+
+class StudyRatings(generics.ListAPIView):
+    """Every rating of the study (researchers and admins only), oldest first."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+    serializer_class = RatingOutput
+
+    def get_queryset(self):
+        study = get_study_for_user(self.request.user, self.kwargs["slug"])
+        return Rating.objects.filter(study=study).order_by("id")
