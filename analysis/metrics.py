@@ -203,3 +203,6 @@ def editing_metrics(output, source, *, mask=None) -> dict[str, float]:
 
 # Direction of each metric: distances are better when lower.
 LOWER_IS_BETTER = {"L1": True, "L2": True, "bg_L1": True, "bg_L2": True, "noise": True}
+
+ALL_METRICS = ("L1", "L2", "PSNR", "SSIM", "bg_L1", "bg_L2", "bg_PSNR", "bg_SSIM", "sharpness", "noise")
+VERSION = "metrics-v1"  # bump when a formula changes, so cached metric scores are recomputed

@@ -10,6 +10,7 @@ import hashlib
 import json
 
 from django.db import models
+from django.utils import timezone
 
 
 class Judge(models.Model):
@@ -62,6 +63,11 @@ class JudgeRun(models.Model):
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    calls = models.PositiveIntegerField(default=0, help_text="HTTP requests sent to the endpoint, retries included")
+    cached = models.PositiveIntegerField(default=0, help_text="Units answered from earlier runs' scores (no call)")
+    config_hash = models.CharField(max_length=64, blank=True, help_text="Judge.config_hash when the run started")
+    task_id = models.CharField(max_length=64, blank=True, help_text="Celery task id of the latest attempt")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress write by a worker")
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -72,6 +78,28 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge.name} on {self.study.slug} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+    def is_stalled(self, now=None, *, after_seconds: int = 600) -> bool:
+        """Queued or running but with no progress write for ``after_seconds`` (a killed worker)."""
+        if not self.is_active:
+            return False
+        last = self.heartbeat_at or self.started_at or self.created_at
+        return last is not None and ((now or timezone.now()) - last).total_seconds() > after_seconds
+
+    @property
+    def can_resume(self) -> bool:
+        """Cancelled or failed runs, and runs whose worker died, can be picked up again."""
+        if self.source != self.Source.RUN:
+            return False
+        return self.state in (self.State.CANCELLED, self.State.FAILED) or self.is_stalled()
+
+    @property
+    def percent(self) -> int:
+        return round(100 * (self.done + self.failed) / self.total) if self.total else 0
 
 
 class JudgeScore(models.Model):
@@ -92,6 +120,7 @@ class JudgeScore(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cache_key = models.CharField(max_length=64, blank=True, db_index=True, help_text="sha256(config, image, prompt)")
+    details = models.JSONField(default=dict, blank=True, help_text="Judge-specific record, e.g. the ViCE transcript")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -99,3 +128,36 @@ class JudgeScore(models.Model):
             models.UniqueConstraint(fields=["run", "item", "dimension"], name="judgescore_unique_per_run"),
         ]
         indexes = [models.Index(fields=["run", "dimension"])]
+
+
+class JudgeVerdict(models.Model):
+    """A pairwise judgement of one comparison, asked in both orders (GPT-4V evaluator, seed 002).
+
+    ``first`` is the choice when A was shown first, ``second`` when B was shown first, both mapped
+    back to the comparison's labels A / B / tie; ``final`` follows the paper's dual-sided rule.
+    All three are blank when the judge refused or failed.
+    """
+
+    class Choice(models.TextChoices):
+        A = "A", "A"
+        B = "B", "B"
+        TIE = "tie", "Tie"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="verdicts")
+    comparison = models.ForeignKey("tasks.Comparison", on_delete=models.CASCADE, related_name="judge_verdicts")
+    first = models.CharField(max_length=8, choices=Choice.choices, blank=True)
+    second = models.CharField(max_length=8, choices=Choice.choices, blank=True)
+    final = models.CharField(max_length=8, choices=Choice.choices, blank=True)
+    parse_status = models.CharField(max_length=16, choices=JudgeScore.ParseStatus.choices, default=JudgeScore.ParseStatus.OK)
+    rationale_first = models.TextField(blank=True)
+    rationale_second = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_key = models.CharField(max_length=64, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "comparison"], name="judgeverdict_unique_per_run"),
+        ]

@@ -1,0 +1,474 @@
+"""Starting, running, cancelling and resuming judge runs on a study.
+
+A run's *units* are the study's items with an output image (and, for the GPT-4V judge on a
+pairwise study, its comparisons too). The runner (:func:`judge_run_execute`, called by the
+Celery job in ``analysis.jobs``) works through the units that have no score in the run yet:
+
+- **cache**: every unit has a key sha256(judge config hash, resolved model, image content
+  hashes, prompt hash). When an earlier run stored *parsed or refused* scores under that key,
+  they are copied and no request is sent. Failed units (timeouts, 429s after retries,
+  unparseable replies) are never cached, so a later run tries them again.
+- **idempotent writes**: one unit's rows and its progress counters are written in one
+  transaction; the unique constraints (run, item, dimension) and (run, comparison) turn a
+  duplicate write by a second worker into a skipped unit, so a redelivered or resumed job
+  never counts or stores a unit twice.
+- **concurrency**: requests run in a thread pool of ``params.concurrency`` threads (default 4);
+  only the main thread touches the database.
+- **cancel**: :func:`judge_run_cancel` sets a flag the runner checks after every unit; units in
+  flight finish, nothing new starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+from PIL import Image
+
+from analysis import metrics
+from analysis.judges import prompts
+from analysis.judges.client import ChatClient, ClientConfig
+from analysis.judges.evaluators import EVALUATORS, DimensionScore, ItemInputs, evaluate_gpt4v_pair
+from analysis.models import Judge, JudgeRun, JudgeScore, JudgeVerdict
+from tasks import protocols
+from tasks.models import Comparison, ConditionImage, Item, Study
+
+logger = logging.getLogger(__name__)
+
+RUNNABLE_KINDS = {Judge.Kind.VIESCORE, Judge.Kind.GPT4V, Judge.Kind.VICE, Judge.Kind.EVALMI, Judge.Kind.METRIC}
+CACHEABLE = [JudgeScore.ParseStatus.OK, JudgeScore.ParseStatus.REFUSED]
+PSNR_CAP_DB = 100.0  # identical images have infinite PSNR; stored as this cap
+
+
+class JudgeRunError(ValueError):
+    """A run cannot be started or resumed; the message says why."""
+
+
+# ------------------------------------------------------------------------------ judges
+
+def judge_create(*, name: str, kind: str, params: dict | None = None, version: str = "1", lower_is_better: bool | None = None) -> Judge:
+    """Create a judge, or return the existing one with the same name if its config matches.
+
+    Raises JudgeRunError for an unknown kind, parameters carrying an API key, or an existing
+    judge of that name with a different configuration (change the name or the version instead
+    of silently mixing configurations).
+    """
+    params = dict(params or {})
+    if kind not in Judge.Kind.values:
+        raise JudgeRunError(f"unknown judge kind {kind!r}; use one of {', '.join(Judge.Kind.values)}")
+    if any(k in params for k in ("api_key", "key", "token")):
+        raise JudgeRunError("judge parameters must not contain an API key; put it in the environment (JUDGE_API_KEY)")
+    if kind == Judge.Kind.METRIC:
+        chosen = params.get("metrics") or list(metrics.ALL_METRICS)
+        unknown = sorted(set(chosen) - set(metrics.ALL_METRICS))
+        if unknown:
+            raise JudgeRunError(f"unknown metric(s) {', '.join(unknown)}; use {', '.join(metrics.ALL_METRICS)}")
+        if lower_is_better is None:
+            lower_is_better = all(metrics.LOWER_IS_BETTER.get(m, False) for m in chosen)
+    existing = Judge.objects.filter(name=name).first()
+    if existing:
+        if existing.kind != kind or existing.params != params or existing.version != version:
+            raise JudgeRunError(f"a judge named {name!r} exists with another configuration; choose a new name or version")
+        return existing
+    return Judge.objects.create(name=name, kind=kind, params=params, version=version, lower_is_better=bool(lower_is_better))
+
+
+def _client_config(judge: Judge) -> ClientConfig | None:
+    if judge.kind == Judge.Kind.METRIC:
+        return None
+    try:
+        return ClientConfig.from_params(judge.params)
+    except ValueError as exc:
+        raise JudgeRunError(f"judge {judge.name}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------ units
+
+def _items(study: Study):
+    return (
+        Item.objects.for_study(study)
+        .filter(image__isnull=False)
+        .prefetch_related("instance__condition_images__image")
+        .order_by("instance__position", "instance__key", "gen_model__name")
+    )
+
+
+def _comparisons(study: Study, judge: Judge):
+    if judge.kind != Judge.Kind.GPT4V or study.protocol != protocols.PAIRWISE:
+        return Comparison.objects.none()
+    return Comparison.objects.filter(study=study).select_related("item_a__image", "item_b__image", "item_a__instance").order_by("id")
+
+
+def _read(stored) -> bytes:
+    with stored.file.open("rb") as handle:
+        return handle.read()
+
+
+def _conditions(item: Item) -> dict[str, ConditionImage]:
+    chosen: dict[str, ConditionImage] = {}
+    for condition in item.instance.condition_images.all():
+        if condition.role not in chosen or condition.position < chosen[condition.role].position:
+            chosen[condition.role] = condition
+    return chosen
+
+
+def item_inputs(item: Item) -> ItemInputs:
+    conditions = _conditions(item)
+    return ItemInputs(
+        task_type=item.study.task_type,
+        prompt=item.instance.prompt,
+        output=_read(item.image),
+        conditions={role: _read(c.image) for role, c in conditions.items()},
+        tokens={role: c.token for role, c in conditions.items() if c.token},
+        question=item.instance.question,
+    )
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _prompt_hash(judge: Judge, text_fingerprint: str) -> str:
+    return _hash(prompts.PROMPT_VERSION.get(judge.kind, metrics.VERSION), text_fingerprint)
+
+
+def item_cache_key(judge: Judge, item: Item, model: str) -> str:
+    """sha256(config hash, model, output + condition image hashes, prompt hash)."""
+    conditions = _conditions(item)
+    images = [item.image.sha256] + [f"{role}:{c.image.sha256}" for role, c in sorted(conditions.items())]
+    text = ItemInputs(
+        task_type=item.study.task_type,
+        prompt=item.instance.prompt,
+        output=b"",
+        tokens={role: c.token for role, c in conditions.items() if c.token},
+        question=item.instance.question,
+    ).text_fingerprint()
+    return _hash(judge.config_hash, model, ",".join(images), _prompt_hash(judge, text))
+
+
+def comparison_cache_key(judge: Judge, comparison: Comparison, model: str) -> str:
+    return _hash(
+        judge.config_hash, model, "pair", comparison.item_a.image.sha256, comparison.item_b.image.sha256,
+        _prompt_hash(judge, _hash(comparison.item_a.instance.prompt)),
+    )
+
+
+# ------------------------------------------------------------------------- metric judge
+
+def _pixels(data: bytes, size: tuple[int, int] | None = None, *, mode: str = "RGB") -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        image = image.convert(mode)
+        if size and image.size != size:
+            image = image.resize(size, Image.Resampling.BILINEAR)
+        return np.asarray(image)
+
+
+def evaluate_metrics(inputs: ItemInputs, params: dict) -> list[DimensionScore]:
+    """Classical metrics of one item. Full-reference ones need a source image (editing tasks);
+    the output is resized to the source's size first. PSNR of identical images is stored as
+    100 dB. Metrics that do not apply to the item are left out."""
+    chosen = params.get("metrics") or list(metrics.ALL_METRICS)
+    source = inputs.conditions.get("source")
+    values: dict[str, float] = {}
+    if source is not None:
+        src = _pixels(source)
+        size = (src.shape[1], src.shape[0])
+        out = _pixels(inputs.output, size)
+        mask = None
+        if "mask" in inputs.conditions:
+            mask = _pixels(inputs.conditions["mask"], size, mode="L") > 127
+            if mask.all():
+                mask = None
+        values = metrics.editing_metrics(out, src, mask=mask)
+    else:
+        out = _pixels(inputs.output)
+        values = {"sharpness": metrics.sharpness(out), "noise": metrics.noise_sigma(out)}
+    results = []
+    for name in chosen:
+        if name in values:
+            value = values[name]
+            if name.endswith("PSNR") and value == float("inf"):
+                value = PSNR_CAP_DB
+            results.append(DimensionScore(name, float(value), rationale=f"{name} computed offline"))
+    return results
+
+
+# ------------------------------------------------------------------------ run lifecycle
+
+def _queue(run: JudgeRun) -> None:
+    from analysis.jobs import run_judge_job  # the job module imports this one
+
+    transaction.on_commit(lambda: run_judge_job.delay(run.id))
+
+
+@transaction.atomic
+def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
+    """Create a run of ``judge`` on every item of ``study`` and queue it after commit."""
+    if judge.kind not in RUNNABLE_KINDS:
+        raise JudgeRunError(f"judges of kind {judge.kind!r} are imported, not run")
+    _client_config(judge)  # fail now, not in the worker, when the endpoint is not configured
+    total = _items(study).count() + _comparisons(study, judge).count()
+    if not total:
+        raise JudgeRunError(f"study {study.slug} has no items with an output image to judge")
+    run = JudgeRun.objects.create(judge=judge, study=study, total=total, config_hash=judge.config_hash)
+    _queue(run)
+    return run
+
+
+@transaction.atomic
+def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
+    """Ask a run to stop. A queued run stops at once; a running one after its current units."""
+    run = JudgeRun.objects.select_for_update().get(pk=run.pk)
+    if not run.is_active:
+        return run
+    run.cancel_requested = True
+    fields = ["cancel_requested"]
+    if run.state == JudgeRun.State.QUEUED:
+        run.state, run.finished_at = JudgeRun.State.CANCELLED, timezone.now()
+        fields += ["state", "finished_at"]
+    run.save(update_fields=fields)
+    return run
+
+
+@transaction.atomic
+def judge_run_resume(*, run: JudgeRun, retry_failed: bool = True) -> JudgeRun:
+    """Queue a cancelled, failed or stalled run again; units already scored are kept.
+
+    With ``retry_failed`` the run's failed units (not refusals) are cleared first so they are
+    asked again.
+    """
+    run = JudgeRun.objects.select_for_update().get(pk=run.pk)
+    if not run.can_resume:
+        raise JudgeRunError(f"run {run.pk} is {run.state}; only cancelled, failed or stalled runs can be resumed")
+    _client_config(run.judge)
+    if retry_failed:
+        failed_items = JudgeScore.objects.filter(run=run, parse_status=JudgeScore.ParseStatus.FAILED).values("item_id")
+        JudgeScore.objects.filter(run=run, item_id__in=failed_items).delete()
+        JudgeVerdict.objects.filter(run=run, parse_status=JudgeScore.ParseStatus.FAILED).delete()
+    _recount(run)
+    run.state, run.cancel_requested, run.error, run.finished_at = JudgeRun.State.QUEUED, False, "", None
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=["state", "cancel_requested", "error", "finished_at", "heartbeat_at"])
+    _queue(run)
+    return run
+
+
+def _recount(run: JudgeRun) -> None:
+    scores = JudgeScore.objects.filter(run=run)
+    verdicts = JudgeVerdict.objects.filter(run=run)
+    bad = [JudgeScore.ParseStatus.FAILED, JudgeScore.ParseStatus.REFUSED]
+    run.done = scores.values("item_id").distinct().count() + verdicts.count()
+    run.failed = scores.filter(parse_status__in=bad).values("item_id").distinct().count() + verdicts.filter(parse_status__in=bad).count()
+    run.save(update_fields=["done", "failed"])
+
+
+# ----------------------------------------------------------------------------- runner
+
+@dataclass
+class _Unit:
+    kind: str  # "item" or "pair"
+    obj: Item | Comparison
+    key: str
+
+
+def _pending_units(run: JudgeRun, model: str):
+    judge = run.judge
+    scored = set(JudgeScore.objects.filter(run=run).values_list("item_id", flat=True))
+    for item in _items(run.study):
+        if item.id not in scored:
+            yield _Unit("item", item, item_cache_key(judge, item, model))
+    judged = set(JudgeVerdict.objects.filter(run=run).values_list("comparison_id", flat=True))
+    for comparison in _comparisons(run.study, judge):
+        if comparison.id not in judged:
+            yield _Unit("pair", comparison, comparison_cache_key(judge, comparison, model))
+
+
+def _score_row(run: JudgeRun, item: Item, key: str, s: DimensionScore) -> JudgeScore:
+    return JudgeScore(
+        run=run, item=item, dimension=s.dimension, value=s.value, sub_scores=s.sub_scores, rationale=s.rationale,
+        raw_response=s.raw_response, parse_status=s.parse_status, latency_ms=s.latency_ms,
+        prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens, cache_key=key, details=s.details,
+    )
+
+
+def _write(run: JudgeRun, unit: _Unit, rows: list, *, calls: int, cached: bool) -> bool:
+    """Store one unit's rows and bump the counters together; False if another worker did it."""
+    if unit.kind == "item":
+        bad = any(r.parse_status != JudgeScore.ParseStatus.OK for r in rows) or not rows
+    else:
+        bad = rows[0].parse_status != JudgeScore.ParseStatus.OK
+    try:
+        with transaction.atomic():
+            model = JudgeScore if unit.kind == "item" else JudgeVerdict
+            model.objects.bulk_create(rows)
+            JudgeRun.objects.filter(pk=run.pk).update(
+                done=F("done") + 1, failed=F("failed") + int(bad), calls=F("calls") + calls,
+                cached=F("cached") + int(cached), heartbeat_at=timezone.now(),
+            )
+    except IntegrityError:
+        logger.info("run %s: unit %s %s was already stored by another worker", run.pk, unit.kind, unit.obj.pk)
+        if calls:
+            JudgeRun.objects.filter(pk=run.pk).update(calls=F("calls") + calls)
+        return False
+    return True
+
+
+def _from_cache(run: JudgeRun, unit: _Unit) -> list | None:
+    if unit.kind == "item":
+        source = (
+            JudgeScore.objects.filter(cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
+            .order_by("-run__created_at").values_list("run_id", flat=True).first()
+        )
+        if source is None:
+            return None
+        rows = list(JudgeScore.objects.filter(run_id=source, item_id=unit.obj.pk, cache_key=unit.key))
+        if not rows or any(r.parse_status == JudgeScore.ParseStatus.FAILED for r in rows):
+            rows = list(JudgeScore.objects.filter(run_id=source, cache_key=unit.key))
+            rows = [r for r in rows if r.item_id == rows[0].item_id] if rows else []
+        if not rows or any(r.parse_status == JudgeScore.ParseStatus.FAILED for r in rows):
+            return None
+        for row in rows:
+            row.pk, row.id, row.run, row.item = None, None, run, unit.obj
+            row._state.adding = True
+        return rows
+    verdict = (
+        JudgeVerdict.objects.filter(cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
+        .order_by("-run__created_at").first()
+    )
+    if verdict is None:
+        return None
+    verdict.pk, verdict.id, verdict.run, verdict.comparison = None, None, run, unit.obj
+    verdict._state.adding = True
+    return [verdict]
+
+
+def _evaluate(judge: Judge, unit: _Unit, inputs, client: ChatClient | None) -> list:
+    if unit.kind == "pair":
+        prompt, image_a, image_b = inputs
+        return [evaluate_gpt4v_pair(prompt, image_a, image_b, client, judge.params)]
+    if judge.kind == Judge.Kind.METRIC:
+        return evaluate_metrics(inputs, judge.params)
+    return EVALUATORS[judge.kind](inputs, client, judge.params)
+
+
+def _rows_for(run: JudgeRun, unit: _Unit, results: list) -> list:
+    if unit.kind == "item":
+        return [_score_row(run, unit.obj, unit.key, s) for s in results]
+    outcome = results[0]
+    return [
+        JudgeVerdict(
+            run=run, comparison=unit.obj, first=outcome.first or "", second=outcome.second or "", final=outcome.final or "",
+            parse_status=outcome.status, rationale_first=outcome.rationale_first, rationale_second=outcome.rationale_second,
+            latency_ms=outcome.latency_ms, prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
+            cache_key=unit.key,
+        )
+    ]
+
+
+def _inputs_for(unit: _Unit):
+    if unit.kind == "pair":
+        c = unit.obj
+        return (c.item_a.instance.prompt, _read(c.item_a.image), _read(c.item_b.image))
+    return item_inputs(unit.obj)
+
+
+def _cancel_requested(run: JudgeRun) -> bool:
+    return JudgeRun.objects.filter(pk=run.pk, cancel_requested=True).exists()
+
+
+def _finish(run: JudgeRun, state: str, error: str = "") -> None:
+    JudgeRun.objects.filter(pk=run.pk).update(state=state, finished_at=timezone.now(), error=error[:2000], heartbeat_at=timezone.now())
+
+
+def judge_run_execute(*, run_id: int, task_id: str = "") -> JudgeRun | None:
+    """Work through a run's remaining units. Safe to call twice or after a crash.
+
+    Returns the run, or None when there was nothing to do (already finished or cancelled).
+    """
+    now = timezone.now()
+    claimed = JudgeRun.objects.filter(
+        pk=run_id, state__in=[JudgeRun.State.QUEUED, JudgeRun.State.RUNNING], cancel_requested=False
+    ).update(state=JudgeRun.State.RUNNING, heartbeat_at=now, task_id=task_id[:64])
+    run = JudgeRun.objects.select_related("judge", "study").filter(pk=run_id).first()
+    if run is None:
+        return None
+    if not claimed:
+        if run.is_active and run.cancel_requested:
+            _finish(run, JudgeRun.State.CANCELLED)
+        return None
+    if run.started_at is None:
+        JudgeRun.objects.filter(pk=run.pk).update(started_at=now)
+    judge = run.judge
+    config = _client_config(judge)
+    client = ChatClient(config) if config else None
+    model = config.model if config else "offline"
+    concurrency = max(1, int(judge.params.get("concurrency", 4))) if client else 1
+    units = _pending_units(run, model)
+    in_flight: dict[Future, _Unit] = {}
+    sent_before = 0
+    cancelled = False
+
+    def calls_since_last() -> int:
+        nonlocal sent_before
+        if client is None:
+            return 0
+        now_sent = client.requests_sent
+        delta, sent_before = now_sent - sent_before, now_sent
+        return delta
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-run-{run.pk}") as pool:
+        exhausted = False
+        while True:
+            while not exhausted and len(in_flight) < concurrency:
+                unit = next(units, None)
+                if unit is None:
+                    exhausted = True
+                    break
+                cached_rows = _from_cache(run, unit)
+                if cached_rows is not None:
+                    _write(run, unit, cached_rows, calls=0, cached=True)
+                    continue
+                in_flight[pool.submit(_evaluate, judge, unit, _inputs_for(unit), client)] = unit
+            if not in_flight:
+                break
+            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in finished:
+                unit = in_flight.pop(future)
+                try:
+                    results = future.result()
+                except ValueError as exc:  # e.g. an editing item without its source image
+                    results = [DimensionScore("error", None, JudgeScore.ParseStatus.FAILED, rationale=str(exc))]
+                    if unit.kind == "pair":
+                        raise
+                _write(run, unit, _rows_for(run, unit, results), calls=calls_since_last(), cached=False)
+            if _cancel_requested(run):
+                cancelled = True
+                for future in in_flight:
+                    future.cancel()
+                exhausted = True
+                # units already running still finish; store them so their calls are not wasted
+                for future in list(in_flight):
+                    if not future.cancelled():
+                        unit = in_flight.pop(future)
+                        _write(run, unit, _rows_for(run, unit, future.result()), calls=calls_since_last(), cached=False)
+                in_flight.clear()
+    if cancelled:
+        _finish(run, JudgeRun.State.CANCELLED)
+    else:
+        _finish(run, JudgeRun.State.DONE)
+    run.refresh_from_db()
+    return run
+
+
+def judge_run_fail(*, run_id: int, error: str) -> None:
+    """Mark a run failed (the job hit its time limit or an unexpected error); it can be resumed."""
+    JudgeRun.objects.filter(pk=run_id, state__in=[JudgeRun.State.QUEUED, JudgeRun.State.RUNNING]).update(
+        state=JudgeRun.State.FAILED, error=error[:2000], finished_at=timezone.now()
+    )
