@@ -221,3 +221,19 @@ def test_the_metric_judge_measures_background_preservation_offline(run_now):
     assert scores["L1"] == 0 and scores["PSNR"] == 100.0  # identical: PSNR capped
     assert "bg_SSIM" not in scores  # no mask on this instance
     assert run.calls == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_judge_command_runs_and_reruns_from_cache(server):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    study = study_with_items(count=2)
+    out = StringIO()
+    args = [study.slug, "--judge", "cli-vie", "--kind", "viescore", "--param", f"base_url={server.base_url}", "--param", "model=fake-good"]
+    call_command("run_judge", *args, stdout=out)
+    assert "done, 2/2 units, 0 failed or refused, 4 requests, 0 from cache" in out.getvalue()
+    out = StringIO()
+    call_command("run_judge", study.slug, "--judge", "cli-vie", stdout=out)
+    assert "0 requests, 2 from cache" in out.getvalue()
