@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("tasks.rating_urls")),
+    path("", include("raters.urls")),
     path("api/", include("annotation_site.api_urls")),
 ]
 
