@@ -1,0 +1,206 @@
+"""The study report, end to end through the database.
+
+Real data (skipped clearly without ../shared/datasets): ImagenHub Table 4, VIEScore GPT-4o and
+LPIPS correlations, EvalMi-50K Table 4 human columns. Demo and factory studies: the report
+after ratings submitted through tasks.services.rating_submit.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from analysis.formats import read_evalmi_prompt_tasks, read_evalmi_questions
+from analysis.importers import evalmi_store, imagenhub_import, judge_import
+from analysis.report import build_report
+from raters.models import Rater
+from tasks.demo import build_demo
+from tasks.models import Comparison, Item, Study
+from tasks.services import rating_submit
+from tests.factories import make_instance, make_item, make_rater, make_study
+
+pytestmark = pytest.mark.django_db
+
+
+def imported(shared_datasets, task: str) -> Study:
+    imagenhub_import(path=shared_datasets / "imagenhub" / "human_ratings" / task)
+    return Study.objects.get(slug=task)
+
+
+def cell(report, model, dim):
+    return report["models"][model]["dimensions"][dim]
+
+
+# ------------------------------------------------------------------ ImagenHub (real data)
+
+
+def test_report_on_imported_text_guided_editing_reproduces_imagenhub_table4(shared_datasets):
+    report = build_report(imported(shared_datasets, "Text-Guided_IE"), judges=False)
+    magicbrush = report["models"]["MagicBrush"]
+    assert (magicbrush["items"], magicbrush["raters"]) == (179, 3)
+    for dim, mean, std in (("SC", 0.51, 0.01), ("PQ", 0.65, 0.06), ("O", 0.47, 0.02)):
+        assert round(cell(report, "MagicBrush", dim)["mean"], 2) == mean
+        assert round(cell(report, "MagicBrush", dim)["std_between_raters"], 2) == std
+    assert round(cell(report, "MagicBrush", "O")["alpha"]["ordinal"], 2) == 0.67  # Kd
+    assert round(cell(report, "MagicBrush", "O")["fleiss_kappa"], 2) == 0.44
+    low, high = cell(report, "MagicBrush", "O")["ci95"]
+    assert low < cell(report, "MagicBrush", "O")["mean"] < high
+    ceiling = cell(report, "MagicBrush", "O")["human_ceiling"]
+    assert 0.5 < ceiling["spearman"] < 1 and 0.5 < ceiling["kendall"] < 1
+
+
+def test_imagic_with_sc_zero_everywhere_gives_nulls_with_reasons_and_strict_json(shared_datasets):
+    report = build_report(imported(shared_datasets, "Text-Guided_IE"))
+    imagic_sc = cell(report, "Imagic", "SC")
+    assert imagic_sc["mean"] == 0.0
+    assert imagic_sc["alpha"] == {"nominal": None, "ordinal": None, "interval": None}
+    assert imagic_sc["fleiss_kappa"] is None and imagic_sc["human_ceiling"]["spearman"] is None
+    assert any(r.startswith("models.Imagic.dimensions.SC.alpha.ordinal: only one value present") for r in report["reasons"])
+    json.dumps(report, allow_nan=False)  # raises on any NaN or inf
+
+
+def test_report_on_multi_subject_composition_reproduces_customdiffusion(shared_datasets):
+    report = build_report(imported(shared_datasets, "Multi-Subject_IG"), judges=False)
+    got = [round(cell(report, "CustomDiffusion", d)[k], 2) for d in ("SC", "PQ", "O") for k in ("mean", "std_between_raters")]
+    assert got == [0.26, 0.01, 0.86, 0.05, 0.29, 0.01]
+    assert round(cell(report, "CustomDiffusion", "O")["alpha"]["ordinal"], 2) == 0.88
+    assert round(cell(report, "CustomDiffusion", "O")["fleiss_kappa"], 2) == 0.73
+
+
+def test_judges_imported_beside_viescore_human_copy_give_the_published_correlations(shared_datasets, tmp_path):
+    viescore = shared_datasets / "viescore"
+    slug = "ImagenHub_Text-Guided_IE"
+    imagenhub_import(path=viescore / "human_ratings" / slug)
+    for kind in ("gpt4o_0shot", "autometrics"):  # only this task's folder: the other studies are not imported
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / slug).symlink_to(viescore / kind / slug)
+    judge_import(path=tmp_path / "gpt4o_0shot", fmt="viescore", judge_name="gpt4o-0shot")
+    judge_import(path=tmp_path / "autometrics", fmt="autometrics")
+
+    report = build_report(Study.objects.get(slug=slug))
+    gpt = report["models"]["MagicBrush"]["judges"]["gpt4o-0shot"]
+    assert gpt["SC"]["spearman"] == pytest.approx(0.6445, abs=1e-4) and gpt["SC"]["n"] == 179
+    lpips = report["models"]["MagicBrush"]["judges"]["LPIPS"]
+    assert (round(lpips["SC"]["spearman"], 4), round(lpips["PQ"]["spearman"], 4)) == (0.2146, 0.3722)
+    assert lpips["O"]["spearman"] == pytest.approx(0.2667, abs=5e-3)
+    assert report["judges"]["LPIPS"]["O"]["model_level"]["footrule"] == 20.0  # VIEScore Table 6
+    assert round(report["judges"]["LPIPS"]["O"]["model_level"]["spearman_rho"], 2) == 0.17
+    fisher = report["judges"]["gpt4o-0shot"]["SC"]["spearman_fisher_mean"]
+    per_model = [m["judges"]["gpt4o-0shot"]["SC"]["spearman"] for m in report["models"].values() if m["judges"]]
+    assert fisher == pytest.approx(math.tanh(np.mean(np.arctanh(per_model))))
+    assert "Imagic" not in [m for m, v in report["models"].items() if v["judges"]]  # not in VIEScore's copy
+    json.dumps(report, allow_nan=False)
+
+
+# ------------------------------------------------------------------ EvalMi (real data, two models)
+
+
+def test_evalmi_published_reference_reproduces_table4_human_columns(shared_datasets, evalmi_mos):
+    root = shared_datasets / "evalmi"
+    mos = evalmi_mos[evalmi_mos["model"].isin(["ali_flux_schnell", "LWM"])]
+    evalmi_store(mos=mos, questions=read_evalmi_questions(root / "question.xlsx"),
+                 tasks=read_evalmi_prompt_tasks(root / "prompt_tasks.jsonl"), study_slug="evalmi-50k")
+    report = build_report(Study.objects.get(slug="evalmi-50k"))
+    assert report["human_source"] == "published_reference" and report["judges"] == {}
+    for model, (perception, correspondence, qa) in {"ali_flux_schnell": (60.63, 58.10, 80.29),
+                                                     "LWM": (28.88, 35.46, 15.48)}.items():
+        entry = report["models"][model]
+        assert round(entry["dimensions"]["perception"]["mean"], 2) == perception
+        assert round(entry["dimensions"]["correspondence"]["mean"], 2) == correspondence
+        assert round(100 * entry["qa_accuracy"], 2) == qa
+        assert entry["dimensions"]["perception"]["std_between_raters"] is None
+    assert "models.*.dimensions.*.alpha: published MOS has no per-rater ratings" in report["reasons"]
+    json.dumps(report, allow_nan=False)
+
+
+# ------------------------------------------------------------------ studies rated on the site
+
+
+def test_report_on_the_demo_study_after_a_few_ratings(capsys):
+    build_demo(only=["demo-text-to-image"])
+    study = Study.objects.get(slug="demo-text-to-image")
+    items = list(Item.objects.filter(study=study, gen_model__name__in=sorted(
+        study.gen_models.values_list("name", flat=True))[:2]).order_by("id")[:4])
+    raters = [make_rater() for _ in range(3)]
+    scores = {0: [(1, 1), (0.5, 1), (0, 0.5), (1, 0.5)], 1: [(1, 1), (0.5, 0.5), (0, 0.5), (1, 1)],
+              2: [(0.5, 1), (0.5, 1), (0, 0), (1, 0.5)]}
+    for index, rater in enumerate(raters):
+        for item, (sc, pq) in zip(items, scores[index]):
+            rating_submit(rater=rater, item=item, values={"SC": sc, "PQ": pq}, require_assignment=False)
+
+    report = build_report(study)
+    assert report["study_level"]["ratings"] == 12 and report["study_level"]["raters"] == 3
+    model = items[0].gen_model.name
+    mine = [i for i, item in enumerate(items) if item.gen_model.name == model]
+    expected_sc = np.mean([np.mean([scores[r][i][0] for i in mine]) for r in range(3)])
+    assert cell(report, model, "SC")["mean"] == pytest.approx(expected_sc)
+    json.dumps(report, allow_nan=False)
+
+    raters[2].state = Rater.State.BLOCKED
+    raters[2].state_reason = "failed attention checks"
+    raters[2].save()
+    without = build_report(study)
+    assert without["study_level"]["raters"] == 2
+    assert without["excluded_raters"] == [{"rater": str(raters[2].id), "reason": "blocked: failed attention checks",
+                                           "included": False}]
+    assert build_report(study, include_excluded=True)["study_level"]["raters"] == 3
+
+    call_command("report", study.slug)
+    assert "SC mean±std" in capsys.readouterr().out
+    call_command("report", study.slug, "--json")
+    assert json.loads(capsys.readouterr().out)["study"] == "demo-text-to-image"
+
+
+def test_evalmi_ratings_give_zmos_qa_accuracy_and_screening():
+    study = make_study(protocol="evalmi", task_type="counting")
+    instances = [make_instance(study, question="Are there two cats?", sub_questions=[]) for _ in range(3)]
+    items = [make_item(study, instance=inst, model=model, with_image=False)
+             for inst in instances for model in ("Alpha", "Beta")]
+    raters = [make_rater() for _ in range(4)]
+    likert = {0: [5, 2, 4, 1, 5, 3], 1: [4, 1, 5, 2, 4, 2], 2: [5, 3, 5, 1, 4, 2], 3: [3, 3, 3, 3, 3, 3]}
+    yes = {0: "yyynyn", 1: "yynnyn", 2: "ynynyy", 3: "yyyyyy"}
+    for r, rater in enumerate(raters):
+        for i, item in enumerate(items):
+            rating_submit(rater=rater, item=item, require_assignment=False,
+                          values={"perception": likert[r][i], "correspondence": likert[r][i]},
+                          answers={"q1": "yes" if yes[r][i] == "y" else "no"})
+    report = build_report(study)
+
+    # rater 4 gave 3 everywhere: sigma = 0, left out of z-MOS with a reason (never a crash)
+    assert any(f"rater {raters[3].id}" in r and "sigma = 0" in r for r in report["reasons"])
+    z = {}
+    for r in range(3):
+        values = np.array(likert[r], float)
+        z[r] = 100 * ((values - values.mean()) / values.std(ddof=1) + 3) / 6
+    alpha_items = [np.mean([z[r][i] for r in range(3)]) for i in (0, 2, 4)]
+    assert cell(report, "Alpha", "perception")["mean"] == pytest.approx(np.mean(alpha_items))
+    assert cell(report, "Alpha", "perception")["std_between_raters"] is not None
+    # QA majorities: Alpha yes, yes (3:1), yes; Beta yes (3:1), no (3:1), 2:2 → undecided, counted against it
+    assert report["models"]["Alpha"]["qa_accuracy"] == pytest.approx(1.0)
+    assert report["models"]["Beta"]["qa_accuracy"] == pytest.approx(1 / 3)
+    assert report["study_level"]["qa"]["undecided"] == 1
+    screening = report["study_level"]["screening"]["perception"]
+    assert screening["raters"] == 4 and set(screening["mos_all"]) == {"Alpha", "Beta"}
+    json.dumps(report, allow_nan=False)
+
+
+def test_pairwise_demo_reports_win_rates_and_bradley_terry():
+    build_demo(only=["demo-pairwise"])
+    study = Study.objects.get(slug="demo-pairwise")
+    raters = [make_rater() for _ in range(2)]
+    for rater in raters:
+        for comparison in Comparison.objects.filter(study=study).select_related("item_a__gen_model", "item_b__gen_model"):
+            names = (comparison.item_a.gen_model.name, comparison.item_b.gen_model.name)
+            best = min(names)  # the alphabetically first model always wins
+            rating_submit(rater=rater, comparison=comparison, require_assignment=False,
+                          values={"preference": "A" if names[0] == best else "B"})
+    report = build_report(study, n_boot=200)
+    ordered = list(report["models"])
+    assert ordered[0] == min(ordered) and report["models"][ordered[0]]["win_rate"] == 1.0
+    assert report["models"][ordered[-1]]["win_rate"] == 0.0
+    top = report["models"][ordered[0]]
+    assert top["bt_ci95"][0] <= top["bt_score"] <= top["bt_ci95"][1]
+    assert report["study_level"]["preference"]["alpha_nominal"] == pytest.approx(1.0)
+    json.dumps(report, allow_nan=False)
