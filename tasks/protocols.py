@@ -41,6 +41,10 @@ FOLLOWING = {"no": 0.0, "some": 0.5, "most": 1.0}  # no following at all / some 
 OBJECTS = ("recognizable", "unrecognizable")
 ARTIFACTS = ("none", "some", "serious")  # none or little / moderate / serious
 UNUSUAL_SENSE = ("none", "some")  # none or little / moderate
+
+# Text-guided editors that take a description of the wanted image rather than an instruction
+# (ImagenHub's text-guided editing models); raters see the form their model received.
+DESCRIPTION_EDITORS = ("CycleDiffusion", "DiffEdit", "Pix2PixZero", "Prompt2prompt", "SDEdit", "Text2Live", "Imagic")
 PAIRWISE_CHOICES = ("A", "B", "tie", "both_bad")
 YES, NO = "yes", "no"
 
@@ -128,12 +132,15 @@ class ImagenHubProtocol(Protocol):
     """Semantic Consistency and Perceptual Quality, each 0 / 0.5 / 1 (ImagenHub, seed 003)."""
 
     key = IMAGENHUB
-    default_settings = {"checklist_mode": False, "gold_share": 0.0}
+    default_settings = {"checklist_mode": False, "gold_share": 0.0, "description_models": list(DESCRIPTION_EDITORS)}
 
     def clean_settings(self, settings: dict | None) -> dict:
         merged = super().clean_settings(settings)
         if not isinstance(merged["checklist_mode"], bool):
             raise ProtocolError("checklist_mode must be true or false")
+        names = merged["description_models"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ProtocolError("description_models must be a list of model names")
         return merged
 
     def dimensions(self, settings: dict) -> list[Dimension]:

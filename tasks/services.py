@@ -119,3 +119,34 @@ def rating_submit(
         assignment.completed_at = timezone.now()
         assignment.save(update_fields=["state", "completed_at"])
     return rating
+
+
+@transaction.atomic
+def screen_submit(*, rater: Rater, screen, entries: list[dict]) -> list[Rating]:
+    """Store the ratings of one screen (an item, an EvalMi trial, a comparison) all or nothing.
+
+    ``entries``: one dict per assignment of ``screen`` in slot order, with ``values``, ``answers``,
+    ``checklist`` (or None) and ``presentation``. A problem with any image of a trial rejects the
+    whole screen; the message names the image ("Image 2: …").
+    """
+    if len(entries) != len(screen.assignments):
+        raise RatingRejected("The page was out of date; please rate the images shown now")
+    ratings = []
+    for number, (assignment, entry) in enumerate(zip(screen.assignments, entries), start=1):
+        try:
+            ratings.append(
+                rating_submit(
+                    rater=rater,
+                    item=assignment.item if assignment.item_id else None,
+                    comparison=assignment.comparison if assignment.comparison_id else None,
+                    values=entry.get("values") or {},
+                    answers=entry.get("answers") or {},
+                    checklist=entry.get("checklist"),
+                    presentation=entry.get("presentation") or {},
+                )
+            )
+        except RatingRejected as exc:
+            if len(screen.assignments) > 1:
+                raise RatingRejected(f"Image {number}: {exc}") from None
+            raise
+    return ratings

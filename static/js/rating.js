@@ -1,0 +1,124 @@
+/* Keyboard-first rating: the highlighted question takes the keys shown on its choices.
+   Enter submits, ← / Backspace go back, ↑/↓ move between questions, ? opens the rubric,
+   a click on an image opens it full size. Works on every screen htmx swaps in. */
+(function () {
+  "use strict";
+  var active = 0;
+
+  function unit() { return document.getElementById("unit"); }
+  function questions() { var u = unit(); return u ? Array.prototype.slice.call(u.querySelectorAll("[data-question]")) : []; }
+  function answered(q) { return !!q.querySelector("input:checked"); }
+  function openDialog() { return document.querySelector("dialog[open]"); }
+
+  function setActive(i, scroll) {
+    var qs = questions();
+    if (!qs.length) return;
+    active = Math.max(0, Math.min(i, qs.length - 1));
+    qs.forEach(function (q, j) { q.classList.toggle("active", j === active); });
+    if (scroll) qs[active].scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+
+  function nextUnanswered(from) {
+    var qs = questions();
+    for (var k = 1; k <= qs.length; k++) {
+      var j = (from + k) % qs.length;
+      if (!answered(qs[j])) return j;
+    }
+    return -1;
+  }
+
+  function start() {
+    var qs = questions();
+    if (!qs.length) return;
+    var first = qs.findIndex(function (q) { return !answered(q); });
+    setActive(first === -1 ? 0 : first, false);
+  }
+
+  function choose(q, input) {
+    input.checked = true;
+    q.classList.remove("missing");
+    var qs = questions();
+    var i = qs.indexOf(q);
+    var n = nextUnanswered(i);
+    setActive(n === -1 ? Math.min(i + 1, qs.length - 1) : n, true);
+  }
+
+  function submit() {
+    var u = unit();
+    if (!u) return;
+    var form = u.querySelector("form.unit-form");
+    var missing = questions().filter(function (q) { return !answered(q); });
+    var box = u.querySelector(".form-error");
+    if (missing.length) {
+      missing.forEach(function (q) { q.classList.add("missing"); });
+      var label = missing[0].querySelector("legend").firstChild.textContent.trim();
+      if (box) box.textContent = "Please answer every question: “" + label + "” is not answered yet.";
+      setActive(questions().indexOf(missing[0]), true);
+      return;
+    }
+    form.requestSubmit();
+  }
+
+  function goBack() {
+    var back = document.querySelector("#unit [data-back]");
+    if (back) back.click();
+  }
+
+  function openRubric() {
+    var link = document.querySelector("[data-rubric]");
+    if (link) link.click();
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    if (openDialog()) return; // Esc closes dialogs natively
+    var tag = (e.target.tagName || "").toLowerCase();
+    if (tag === "textarea" || (tag === "input" && e.target.type !== "radio" && e.target.type !== "checkbox")) return;
+    var key = e.key;
+    if (!unit()) {
+      // consent and instructions pages: Enter continues
+      var form = document.querySelector("form[data-enter-submit]");
+      if (key === "Enter" && form && tag !== "button" && tag !== "a") { e.preventDefault(); form.requestSubmit(); }
+      return;
+    }
+    if (key === "Enter") { e.preventDefault(); submit(); return; }
+    if (key === "ArrowLeft" || key === "Backspace") { e.preventDefault(); goBack(); return; }
+    if (key === "ArrowDown") { e.preventDefault(); setActive(active + 1, true); return; }
+    if (key === "ArrowUp") { e.preventDefault(); setActive(active - 1, true); return; }
+    if (key === "?") { e.preventDefault(); openRubric(); return; }
+    var q = questions()[active];
+    if (!q) return;
+    var label = q.querySelector('.choice[data-key="' + key.toLowerCase() + '"]');
+    if (label) { e.preventDefault(); choose(q, label.querySelector("input")); }
+  });
+
+  document.addEventListener("change", function (e) {
+    var q = e.target.closest && e.target.closest("[data-question]");
+    if (q && e.target.type === "radio") choose(q, e.target);
+  });
+
+  document.addEventListener("click", function (e) {
+    var q = e.target.closest && e.target.closest("[data-question]");
+    if (q && !e.target.closest(".choice")) setActive(questions().indexOf(q), false);
+    var zoom = e.target.closest && e.target.closest("a.zoom");
+    if (zoom) {
+      var box = document.getElementById("lightbox");
+      if (box && box.showModal) {
+        e.preventDefault();
+        box.querySelector("img").src = zoom.getAttribute("data-full");
+        box.showModal();
+      }
+    }
+    if (e.target.closest && e.target.closest("[data-rubric]")) {
+      var dialog = document.getElementById("rubric-dialog");
+      if (dialog && dialog.showModal && !dialog.open) dialog.showModal();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", start);
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (e.target && e.target.id === "rubric-content") return;
+    start();
+    window.scrollTo({ top: 0 });
+  });
+})();

@@ -1,0 +1,75 @@
+"""Crowd platforms: reading the entry link's parameters and building the way back.
+
+Prolific sends ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID``; MTurk sends ``workerId``,
+``assignmentId``, ``hitId`` and ``turkSubmitTo`` (and ``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``
+while the worker only previews the HIT). Ids are checked before they touch the database, and
+``turkSubmitTo`` must be an MTurk host so the completion form cannot post anywhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urlencode, urlsplit
+
+from raters.models import Rater
+
+MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
+PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
+_ID = re.compile(r"^[A-Za-z0-9_\-]{1,200}$")
+
+
+class CrowdParamsInvalid(ValueError):
+    """The entry link is malformed; the message tells the worker what is wrong."""
+
+
+@dataclass(frozen=True)
+class CrowdEntry:
+    platform: str  # Rater.Platform value
+    external_id: str
+    params: dict = field(default_factory=dict)
+    preview: bool = False
+
+
+def _id(params, name: str) -> str:
+    value = (params.get(name) or "").strip()
+    if not _ID.match(value):
+        raise CrowdParamsInvalid(f"The link's {name} is missing or not a valid id; please open the study from the platform again.")
+    return value
+
+
+def crowd_entry_from(params) -> CrowdEntry | None:
+    """Read a Prolific or MTurk entry from query parameters; None when neither is present."""
+    if "PROLIFIC_PID" in params:
+        return CrowdEntry(
+            platform=Rater.Platform.PROLIFIC,
+            external_id=_id(params, "PROLIFIC_PID"),
+            params={key: _id(params, key) for key in ("STUDY_ID", "SESSION_ID") if params.get(key)},
+        )
+    if "assignmentId" in params or "workerId" in params:
+        if params.get("assignmentId") == MTURK_PREVIEW:
+            return CrowdEntry(platform=Rater.Platform.MTURK, external_id="", preview=True)
+        submit_to = (params.get("turkSubmitTo") or "").strip()
+        parts = urlsplit(submit_to)
+        if parts.scheme != "https" or parts.hostname not in MTURK_HOSTS:
+            raise CrowdParamsInvalid("The link's turkSubmitTo is not an MTurk address; please open the HIT from MTurk again.")
+        return CrowdEntry(
+            platform=Rater.Platform.MTURK,
+            external_id=_id(params, "workerId"),
+            params={
+                "assignmentId": _id(params, "assignmentId"),
+                "hitId": _id(params, "hitId"),
+                "turkSubmitTo": f"https://{parts.hostname}",
+            },
+        )
+    return None
+
+
+def prolific_return_url(completion_url: str, code: str) -> str:
+    """Where a Prolific worker goes when done: the study's URL, else Prolific's completion link."""
+    return completion_url or f"{PROLIFIC_COMPLETE}?{urlencode({'cc': code})}"
+
+
+def mturk_submit_url(crowd: dict) -> str:
+    return f"{crowd['turkSubmitTo']}/mturk/externalSubmit"

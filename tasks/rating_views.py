@@ -1,0 +1,283 @@
+"""The rater's path through a study: entry (login, Prolific, MTurk) → consent → instructions →
+screens → completion. Screens swap in place with htmx; every link also works as a plain page.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import http_date
+from django.views.decorators.http import require_http_methods, require_POST
+
+from raters.models import Rater
+from tasks import crowd, protocols
+from tasks.assignment import (
+    AssignmentUnavailable,
+    Screen,
+    assignment_batch_claim,
+    assignment_next,
+    assignments_touch,
+    neighbour_position,
+    participation_get_or_create,
+    screen_at,
+    screen_mark_shown,
+)
+from tasks.derivatives import UnknownSize, derivative_ensure
+from tasks.models import Assignment, Participation, Rating, StoredImage, Study
+from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from
+from tasks.services import RatingRejected, screen_submit
+
+SESSION_KEY = "crowd_raters"  # study slug → crowd Rater id, for raters without a login
+YEAR = 365 * 24 * 3600
+
+
+def _message(request: HttpRequest, study: Study | None, title: str, text: str, status: int = 200) -> HttpResponse:
+    return render(request, "rating/message.html", {"study": study, "title": title, "text": text}, status=status)
+
+
+def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Study, Participation | None]:
+    """The study and this browser's participation in it (crowd session or logged-in rater)."""
+    study = get_object_or_404(Study, slug=slug)
+    rater_id = request.session.get(SESSION_KEY, {}).get(slug)
+    if rater_id is None and request.user.is_authenticated:
+        rater = Rater.objects.filter(user=request.user).first()
+        rater_id = rater.pk if rater else None
+    if rater_id is None:
+        return study, None
+    return study, Participation.objects.select_related("rater").filter(study=study, rater_id=rater_id).first()
+
+
+def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
+    study, participation = _get_participation_for_request(request, slug)
+    if participation is None:
+        raise PermissionDenied("Open the study from its start link first.")
+    return study, participation
+
+
+def _step_url(study: Study, participation: Participation) -> str:
+    if participation.consented_at is None:
+        return reverse("rating:consent", args=[study.slug])
+    if participation.instructions_seen_at is None:
+        return reverse("rating:instructions", args=[study.slug])
+    return reverse("rating:next", args=[study.slug])
+
+
+@require_http_methods(["GET"])
+def start(request: HttpRequest, slug: str) -> HttpResponse:
+    """Entry link. Prolific/MTurk parameters identify a crowd rater; otherwise a login is needed."""
+    study = get_object_or_404(Study, slug=slug)
+    try:
+        entry = crowd.crowd_entry_from(request.GET)
+    except crowd.CrowdParamsInvalid as exc:
+        return _message(request, study, "This link does not work", str(exc), status=400)
+    if entry is not None and entry.preview:
+        return render(request, "rating/preview.html", {"study": study})
+    if not study.is_open:
+        return _message(request, study, "This study is not open",
+                        f"“{study.title}” is {study.get_state_display().lower()} and takes no ratings now.")
+    if entry is not None:
+        rater, _ = Rater.objects.get_or_create(platform=entry.platform, external_id=entry.external_id)
+        raters = dict(request.session.get(SESSION_KEY, {}))
+        raters[slug] = rater.pk
+        request.session[SESSION_KEY] = raters
+        params = {**entry.params, "platform": entry.platform}
+    elif request.user.is_authenticated:
+        rater, _ = Rater.objects.get_or_create(user=request.user, defaults={"platform": Rater.Platform.LOCAL})
+        params = None
+    else:
+        return redirect_to_login(request.get_full_path())
+    if not rater.can_rate:
+        return _message(request, study, "You cannot rate in this study", "Your rater account is not active for rating.",
+                        status=403)
+    participation = participation_get_or_create(rater=rater, study=study, crowd=params)
+    return redirect(_step_url(study, participation))
+
+
+@require_http_methods(["GET", "POST"])
+def consent(request: HttpRequest, slug: str) -> HttpResponse:
+    study, participation = _require(request, slug)
+    if request.method == "POST":
+        if request.POST.get("agree") != "yes":
+            return render(request, "rating/consent.html", {"study": study, "error": "Tick the box to agree, or close this page to leave."}, status=422)
+        if participation.consented_at is None:
+            participation.consented_at = timezone.now()
+            participation.save(update_fields=["consented_at"])
+        return redirect(_step_url(study, participation))
+    return render(request, "rating/consent.html", {"study": study})
+
+
+@require_http_methods(["GET", "POST"])
+def instructions(request: HttpRequest, slug: str) -> HttpResponse:
+    study, participation = _require(request, slug)
+    if participation.consented_at is None:
+        return redirect(_step_url(study, participation))
+    if request.method == "POST":
+        if participation.instructions_seen_at is None:
+            participation.instructions_seen_at = timezone.now()
+            participation.save(update_fields=["instructions_seen_at"])
+        return redirect("rating:next", study.slug)
+    return render(request, "rating/instructions.html", {"study": study, **_rubric_context(study)})
+
+
+def _rubric_context(study: Study) -> dict:
+    return {
+        "protocol": study.protocol,
+        "task": study.task_type,
+        "settings": study.protocol_settings,
+        "conditions": protocols.IMAGENHUB_CONDITIONS.get(study.task_type, ()),
+    }
+
+
+def rubric(request: HttpRequest, slug: str) -> HttpResponse:
+    """The rubric alone: a dialog fragment for htmx, a page otherwise."""
+    study = get_object_or_404(Study, slug=slug)
+    template = "rating/rubric_page.html#rubric" if request.htmx else "rating/rubric_page.html"
+    return render(request, template, {"study": study, **_rubric_context(study)})
+
+
+def _unit_url(study: Study, position: int) -> str:
+    return reverse("rating:unit", args=[study.slug, position])
+
+
+def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
+    study, participation = _require(request, slug)
+    if participation.instructions_seen_at is None:
+        return redirect(_step_url(study, participation))
+    try:
+        screen = assignment_next(rater=participation.rater, study=study)
+    except AssignmentUnavailable as exc:
+        return _message(request, study, "No rating right now", str(exc))
+    if screen is None:
+        return redirect("rating:done", study.slug)
+    return redirect(_unit_url(study, screen.position))
+
+
+def _render_screen(request: HttpRequest, participation: Participation, screen: Screen, *, error: str = "",
+                   post=None, status: int = 200) -> HttpResponse:
+    study = screen.study
+    rater = participation.rater
+    ratings = {
+        a.pk: r
+        for a in screen.assignments
+        for r in Rating.objects.filter(rater=rater, item_id=a.item_id, comparison_id=a.comparison_id)[:1]
+    }
+    following = neighbour_position(rater=rater, study=study, position=screen.position, step=1)
+    preload = screen_images(screen_at(rater=rater, study=study, position=following)) if following is not None else []
+    view = screen_view(screen, ratings, preload)
+    if post is not None:
+        selections_from(view, post)
+    back = neighbour_position(rater=rater, study=study, position=screen.position, step=-1)
+    screen_mark_shown(screen=screen)
+    assignments_touch(rater=rater, study=study)
+    context = {
+        "study": study,
+        "view": view,
+        "screen": screen,
+        "error": error,
+        "percent": round(100 * (screen.number - 1) / screen.total),
+        "back_url": _unit_url(study, back) if back is not None else "",
+        "unit_url": _unit_url(study, screen.position),
+    }
+    template = "rating/screen.html#unit" if request.htmx else "rating/screen.html"
+    response = render(request, template, context, status=status)
+    if request.htmx:
+        response["HX-Push-Url"] = context["unit_url"]
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
+    """One screen: GET shows it (pre-filled when revisited), POST stores its ratings and moves on."""
+    study, participation = _require(request, slug)
+    if participation.instructions_seen_at is None:
+        return redirect(_step_url(study, participation))
+    rater = participation.rater
+    screen = screen_at(rater=rater, study=study, position=position)
+    if screen is None:
+        if request.method == "POST":
+            return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)
+        return redirect("rating:next", study.slug)
+    if request.method == "GET":
+        return _render_screen(request, participation, screen)
+    try:
+        screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST))
+    except RatingRejected as exc:
+        # htmx swaps only 2xx responses: the refused screen comes back as 200 with the message.
+        return _render_screen(request, participation, screen, error=str(exc), post=request.POST,
+                              status=200 if request.htmx else 422)
+    try:
+        upcoming = assignment_next(rater=rater, study=study)
+    except AssignmentUnavailable as exc:
+        return _message(request, study, "No rating right now", str(exc))
+    if upcoming is None:
+        if request.htmx:
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = reverse("rating:done", args=[study.slug])
+            return response
+        return redirect("rating:done", study.slug)
+    if request.htmx:
+        return _render_screen(request, participation, upcoming)
+    return redirect(_unit_url(study, upcoming.position))
+
+
+def done(request: HttpRequest, slug: str) -> HttpResponse:
+    """Completion: the study's code, the way back to Prolific or the MTurk submit form."""
+    study, participation = _require(request, slug)
+    rater = participation.rater
+    open_left = Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED).exists()
+    rated = Rating.objects.filter(rater=rater, study=study).count()
+    if open_left or rated == 0:
+        return redirect("rating:next", study.slug)
+    if participation.completed_at is None:
+        participation.completed_at = timezone.now()
+        participation.save(update_fields=["completed_at"])
+    platform = participation.crowd.get("platform", rater.platform)
+    context = {"study": study, "rated": rated, "platform": platform, "code": study.completion_code}
+    if platform == Rater.Platform.PROLIFIC:
+        context["return_url"] = crowd.prolific_return_url(study.completion_url, study.completion_code)
+    elif platform == Rater.Platform.MTURK and participation.crowd.get("assignmentId"):
+        context["mturk_action"] = crowd.mturk_submit_url(participation.crowd)
+        context["mturk_assignment"] = participation.crowd["assignmentId"]
+    return render(request, "rating/done.html", context)
+
+
+@require_POST
+def more(request: HttpRequest, slug: str) -> HttpResponse:
+    """Another session of screens for a rater who wants to go on."""
+    study, participation = _require(request, slug)
+    try:
+        claimed = assignment_batch_claim(rater=participation.rater, study=study)
+    except AssignmentUnavailable as exc:
+        return _message(request, study, "No rating right now", str(exc))
+    if not claimed:
+        return _message(request, study, "All done", "Every item has all the ratings it needs. Thank you!")
+    return redirect("rating:next", study.slug)
+
+
+def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
+    """A stored image, resized (160/384/768 px WebP, rendered once) or full size.
+
+    Content-addressed URLs never change meaning, so browsers may cache them for a year.
+    """
+    etag = f'"{sha256[:16]}-{size}"'
+    if request.headers.get("If-None-Match") == etag:
+        return HttpResponse(status=304, headers={"ETag": etag})
+    stored = StoredImage.objects.filter(sha256=sha256).first()
+    if stored is None:
+        raise Http404("No such image")
+    if size == "full":
+        response = FileResponse(stored.file.open("rb"), content_type=f"image/{stored.format.lower()}")
+    else:
+        try:
+            path = derivative_ensure(stored, int(size))
+        except (UnknownSize, ValueError):
+            raise Http404("No such size") from None
+        response = FileResponse(open(path, "rb"), content_type="image/webp")
+    response["Cache-Control"] = f"public, max-age={YEAR}, immutable"
+    response["ETag"] = etag
+    response["Expires"] = http_date(timezone.now().timestamp() + YEAR)
+    return response
