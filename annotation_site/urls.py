@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("tasks.rating_urls")),
     path("", include("raters.urls")),
     path("api/", include("annotation_site.api_urls")),
+    path("research/", include("tasks.research_urls")),
 ]
 
 if settings.DEBUG:

@@ -1,0 +1,193 @@
+"""What a study's dashboard shows, read from the database; the numbers come from pure modules.
+
+Agreement and α-over-time are cached per study state (rating count + last change), so the
+dashboard's 10-second refresh recomputes them only when ratings arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from analysis import data
+from analysis.agreement import agreement_table, krippendorff_alpha, reliability_matrix
+from analysis.imagenhub import add_overall
+from analysis.models import JudgeRun
+from analysis.progress import Progress, study_progress
+from analysis.screening import screen_observers
+from raters.models import RaterStanding
+from tasks import protocols
+from tasks.models import Comparison, Item, Rating, Study
+
+DASHBOARD_BOOTSTRAP = 200  # replicates for agreement CIs on the live dashboard (the report uses more)
+ALPHA_CHECKPOINTS = 8
+
+
+def agreement_level(study: Study) -> str:
+    """ImagenHub's 3-point scales are ordinal (as its Table 4); Likert MOS scales are interval."""
+    return "ordinal" if study.protocol == protocols.IMAGENHUB else "interval"
+
+
+def analysis_dimensions(study: Study) -> list[str]:
+    dims = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
+    return dims + ["O"] if study.protocol == protocols.IMAGENHUB else dims
+
+
+def agreement_threshold(raw: str | None = None) -> float:
+    """The threshold from ``?threshold=`` when it is a number in [-1, 1], else the site setting."""
+    try:
+        value = float(raw) if raw not in (None, "") else None
+    except ValueError:
+        value = None
+    if value is None or not -1 <= value <= 1:
+        return float(getattr(settings, "AGREEMENT_THRESHOLD", 0.4))
+    return value
+
+
+def _state_key(study: Study) -> str:
+    stats = Rating.objects.filter(study=study).aggregate(n=Count("id"), last=Max("updated_at"))
+    return f"{study.pk}:{stats['n']}:{stats['last'].timestamp() if stats['last'] else 0}"
+
+
+def _ratings(study: Study) -> pd.DataFrame:
+    frame = data.ratings_frame(study)
+    return add_overall(frame) if study.protocol == protocols.IMAGENHUB and len(frame) else frame
+
+
+def progress(study: Study) -> Progress:
+    if study.protocol == protocols.PAIRWISE:
+        units = Comparison.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
+    else:
+        units = Item.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
+    stamps = list(Rating.objects.filter(study=study).order_by("-created_at").values_list("created_at", flat=True)[:500])
+    return study_progress(list(units), study.raters_per_item, stamps, timezone.now())
+
+
+@dataclass(frozen=True)
+class AgreementCell:
+    value: float | None
+    ci: tuple[float, float] | None
+    reason: str | None
+    n_units: int
+    status: str  # "ok" (≥ threshold), "low", "undefined"
+
+
+def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tuple[str, list[AgreementCell]]]]:
+    """Rows of (model, one cell per dimension), plus the study as a whole as the last row."""
+    dims = analysis_dimensions(study)
+    if study.protocol == protocols.PAIRWISE:
+        return [], []
+    level = agreement_level(study)
+
+    def compute():
+        ratings = _ratings(study)
+        if ratings.empty:
+            return pd.DataFrame()
+        per_model = agreement_table(ratings, scores=dims, by=("model",), levels=(level,), kappa=False,
+                                    n_boot=DASHBOARD_BOOTSTRAP)
+        overall = agreement_table(ratings, scores=dims, by=(), levels=(level,), kappa=False, n_boot=DASHBOARD_BOOTSTRAP)
+        return pd.concat([per_model, overall.assign(model="All models")], ignore_index=True)
+
+    table = cache.get_or_set(f"dash-agreement:{_state_key(study)}", compute, 3600)
+    rows = []
+    for model, group in (table.groupby("model", sort=False) if len(table) else []):
+        cells = []
+        for dim in dims:
+            row = group[group["dimension"] == dim].iloc[0]
+            value = row["value"]
+            ci = (row["ci_low"], row["ci_high"]) if row["ci_low"] is not None else None
+            status = "undefined" if value is None else ("ok" if value >= threshold else "low")
+            cells.append(AgreementCell(value, ci, row["reason"], int(row["n_units"]), status))
+        rows.append((str(model), cells))
+    return dims, rows
+
+
+def alpha_series(study: Study) -> pd.DataFrame:
+    """α of each dimension over the first k ratings (by arrival), at up to 8 checkpoints."""
+    if study.protocol == protocols.PAIRWISE:
+        return pd.DataFrame(columns=["dimension", "ratings", "alpha"])
+    dims, level = analysis_dimensions(study), agreement_level(study)
+
+    def compute():
+        ratings = _ratings(study)
+        if ratings.empty:
+            return pd.DataFrame(columns=["dimension", "ratings", "alpha"])
+        arrival = pd.DataFrame.from_records(
+            list(Rating.objects.filter(study=study, item__isnull=False).values_list("rater_id", "item_id", "created_at")),
+            columns=["rater", "item", "created_at"],
+        ).assign(rater=lambda f: f["rater"].astype(str))
+        ordered = ratings.merge(arrival, on=["rater", "item"]).sort_values("created_at", kind="stable")
+        ordered = ordered.assign(unit=ordered["model"].astype(str) + "\x1f" + ordered["item"].astype(str))
+        total = len(ordered)
+        marks = sorted({max(2, round(total * k / ALPHA_CHECKPOINTS)) for k in range(1, ALPHA_CHECKPOINTS + 1)})
+        rows = []
+        for mark in marks:
+            head = ordered.iloc[:mark]
+            for dim in dims:
+                estimate = krippendorff_alpha(reliability_matrix(head, score=dim, item="unit"), level=level)
+                rows.append({"dimension": dim, "ratings": mark, "alpha": estimate.value})
+        return pd.DataFrame(rows, columns=["dimension", "ratings", "alpha"])
+
+    return cache.get_or_set(f"dash-alpha:{_state_key(study)}", compute, 3600)
+
+
+@dataclass(frozen=True)
+class RaterRow:
+    label: str
+    ratings: int
+    median_seconds: float | None
+    standing: str
+    flagged: list[str]
+
+
+def rater_quality(study: Study, *, limit: int = 30) -> tuple[dict[str, int], list[RaterRow]]:
+    """Standing counts for the study, and its most active raters with BT.500 flags per dimension."""
+    standings = dict(
+        RaterStanding.objects.filter(study=study).values("state").annotate(n=Count("id")).values_list("state", "n")
+    )
+    per_rater = (
+        Rating.objects.filter(study=study)
+        .values("rater_id")
+        .annotate(n=Count("id"))
+        .order_by("-n", "rater_id")[:limit]
+    )
+    ids = [row["rater_id"] for row in per_rater]
+    times = pd.DataFrame.from_records(
+        list(Rating.objects.filter(study=study, rater_id__in=ids).values_list("rater_id", "time_on_item_ms")),
+        columns=["rater", "ms"],
+    )
+    medians = times.groupby("rater")["ms"].median() if len(times) else pd.Series(dtype=float)
+    states = dict(RaterStanding.objects.filter(study=study, rater_id__in=ids).values_list("rater_id", "state"))
+    flags: dict[str, list[str]] = {}
+    if study.protocol != protocols.PAIRWISE:
+        ratings = _ratings(study)
+        for dim in analysis_dimensions(study):
+            if len(ratings) and ratings[dim].notna().any():
+                result = screen_observers(ratings.rename(columns={dim: "score"})[["rater", "item", "model", "score"]])
+                for rater in result.rejected:
+                    flags.setdefault(rater, []).append(dim)
+    rows = [
+        RaterRow(
+            label=f"rater{row['rater_id']}",
+            ratings=row["n"],
+            median_seconds=(float(medians[row["rater_id"]]) / 1000 if row["rater_id"] in medians.index
+                            and pd.notna(medians[row["rater_id"]]) else None),
+            standing=states.get(row["rater_id"], RaterStanding.State.PENDING),
+            flagged=flags.get(str(row["rater_id"]), []),
+        )
+        for row in per_rater
+    ]
+    return standings, rows
+
+
+def judge_runs(study: Study) -> list[JudgeRun]:
+    """Runs in progress first, then the five most recent finished ones."""
+    active = list(JudgeRun.objects.filter(study=study, state__in=["queued", "running"]).select_related("judge"))
+    finished = list(JudgeRun.objects.filter(study=study).exclude(state__in=["queued", "running"])
+                    .select_related("judge").order_by("-created_at")[:5])
+    return active + finished

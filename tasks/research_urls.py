@@ -1,0 +1,14 @@
+"""URLs under /research/: the researcher pages (wiring only)."""
+
+from django.urls import path
+
+from tasks import research_views as views
+
+urlpatterns = [
+    path("new/", views.study_new, name="research-study-new"),
+    path("<slug:slug>/", views.study_dashboard, name="research-study"),
+    path("<slug:slug>/leaderboard/", views.study_leaderboard, name="research-leaderboard"),
+    path("<slug:slug>/plots/<str:name>.svg", views.study_plot, name="research-plot"),
+    path("<slug:slug>/export.zip", views.study_export, name="research-export"),
+    path("<slug:slug>/<str:action>/", views.study_action, name="research-study-action"),
+]

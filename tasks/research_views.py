@@ -1,0 +1,237 @@
+"""Researcher pages: build a study from a bundle, watch it live, rank its models, plot, export.
+
+Typed function views; every write goes through tasks.builder / tasks.study_services, the same
+calls the REST API makes. Non-researchers get 403; a study you do not own is a 404.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import wraps
+
+import pandas as pd
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from analysis import dashboard, plots
+from analysis.api import export_response
+from analysis.data import ratings_frame
+from analysis.imagenhub import add_overall, item_scores, per_rater_means
+from analysis.leaderboard import rank_agreement, rank_models
+from analysis.report import build_report
+from analysis.zmos import item_mos
+from tasks import protocols
+from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
+from tasks.models import Study
+from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
+
+PLOTS = ("histograms", "sc-pq", "mos", "alpha")
+
+
+def researcher_required(view):
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        if not user_is_researcher(request.user):
+            raise PermissionDenied("Research pages are for researchers and admins.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
+    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
+
+
+class BundleForm(forms.Form):
+    bundle = forms.FileField(help_text="A .zip with your images and manifest.csv or manifest.jsonl at its top level")
+    slug = forms.SlugField(max_length=100, help_text="Short id used in links, e.g. tie-2025-t2i")
+    title = forms.CharField(max_length=200)
+    protocol = forms.ChoiceField(choices=Study.Protocol.choices)
+    task_type = forms.CharField(max_length=64, initial="text_to_image",
+                                help_text="ImagenHub: " + ", ".join(protocols.IMAGENHUB_TASKS) + "; EvalMi: any tag")
+    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
+    assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
+    settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true}")
+
+    def clean_settings(self) -> dict:
+        try:
+            value = json.loads(self.cleaned_data.get("settings") or "{}")
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Settings must be a JSON object")
+        return value
+
+
+@researcher_required
+def study_new(request: HttpRequest) -> HttpResponse:
+    """Upload a bundle; every problem is listed with its line, or the draft study is created."""
+    problems = []
+    form = BundleForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        fields = dict(form.cleaned_data)
+        bundle = fields.pop("bundle")
+        try:
+            study = study_build_from_bundle(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+        except BundleInvalid as exc:
+            problems = exc.problems
+        else:
+            messages.success(request, f"Created draft study {study.slug} with {study.items.count()} items.")
+            return redirect("research-study", slug=study.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "research/study_new.html", {"form": form, "problems": problems}, status=status)
+
+
+def _live_context(request: HttpRequest, study: Study) -> dict:
+    threshold = dashboard.agreement_threshold(request.GET.get("threshold"))
+    dims, agreement = dashboard.agreement_grid(study, threshold)
+    standings, raters = dashboard.rater_quality(study)
+    return {
+        "study": study,
+        "progress": dashboard.progress(study),
+        "threshold": threshold,
+        "agreement_level": dashboard.agreement_level(study),
+        "dims": dims,
+        "agreement": agreement,
+        "standings": standings,
+        "raters": raters,
+        "judge_runs": dashboard.judge_runs(study),
+    }
+
+
+@researcher_required
+def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
+    study = _get_study_for_user(request, slug)
+    context = _live_context(request, study)
+    if request.htmx:
+        return render(request, "research/dashboard.html#live", context)
+    context["plots"] = [p for p in PLOTS if not (p == "sc-pq" and study.protocol != protocols.IMAGENHUB)]
+    if study.protocol == protocols.PAIRWISE:
+        context["plots"] = []
+    return render(request, "research/dashboard.html", context)
+
+
+@researcher_required
+@require_POST
+def study_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    study = _get_study_for_user(request, slug)
+    try:
+        if action == "publish":
+            study = study_publish(study=study)
+            messages.success(request, f"{study.slug} is open for rating.")
+        elif action == "close":
+            study = study_close(study=study)
+            messages.success(request, f"{study.slug} is closed.")
+        elif action == "clone":
+            study = study_clone(study=study, owner=request.user)
+            messages.success(request, f"Cloned as draft {study.slug}.")
+        else:
+            raise Http404("unknown action")
+    except StudyActionRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("research-study", slug=study.slug)
+
+
+def _item_scores(study: Study, dimension: str) -> pd.DataFrame:
+    """Per (model, instance) score for ranking: rater-averaged (ImagenHub) or z-MOS (EvalMi)."""
+    ratings = ratings_frame(study)
+    if ratings.empty:
+        return pd.DataFrame(columns=["model", "instance", "score"])
+    if study.protocol == protocols.IMAGENHUB:
+        scores = item_scores(ratings)
+        scores["instance"] = scores["item"].map(ratings.drop_duplicates("item").set_index("item")["instance"])
+        return scores.rename(columns={dimension: "score"})[["model", "instance", "score"]]
+    table = item_mos(ratings.rename(columns={dimension: "score"}), ci="none").table
+    table["instance"] = table["item"].map(ratings.drop_duplicates("item").set_index("item")["instance"])
+    return table.rename(columns={"mos": "score"})[["model", "instance", "score"]]
+
+
+def _absolute_ranking(study: Study) -> list[str]:
+    dimension = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+    return [row.model for row in rank_models(_item_scores(study, dimension), n_boot=0)]
+
+
+@researcher_required
+def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
+    """Models ranked with the report's numbers; adjacent gaps tested by a paired bootstrap."""
+    study = _get_study_for_user(request, slug)
+    report = build_report(study, judges=False)
+    context: dict = {"study": study, "report": report}
+    if study.protocol == protocols.PAIRWISE:
+        ranked = sorted(
+            ((m, v) for m, v in report["models"].items() if v.get("bt_score") is not None),
+            key=lambda kv: -kv[1]["bt_score"],
+        )
+        context["pairwise_rows"] = ranked
+        pairwise_order = [m for m, _ in ranked]
+        comparisons = []
+        model_names = set(pairwise_order)
+        for other in Study.objects.visible_to(request.user).exclude(protocol=protocols.PAIRWISE).exclude(pk=study.pk):
+            if len(model_names & set(other.gen_models.values_list("name", flat=True))) >= 2:
+                absolute = _absolute_ranking(other)
+                if absolute:
+                    comparisons.append({"study": other, "ranking": absolute,
+                                        "agreement": rank_agreement(pairwise_order, absolute)})
+        context["comparisons"] = comparisons
+    else:
+        dims = dashboard.analysis_dimensions(study)
+        default = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+        dimension = request.GET.get("dim") if request.GET.get("dim") in dims else default
+        order = sorted(
+            (m for m, v in report["models"].items() if v["dimensions"].get(dimension, {}).get("mean") is not None),
+            key=lambda m: -report["models"][m]["dimensions"][dimension]["mean"],
+        )
+        gaps = {row.model: row for row in rank_models(_item_scores(study, dimension), order=order)}
+        context.update(
+            dims=dims,
+            dimension=dimension,
+            rows=[(rank, m, report["models"][m], report["models"][m]["dimensions"][dimension], gaps.get(m))
+                  for rank, m in enumerate(order, start=1)],
+        )
+    return render(request, "research/leaderboard.html", context)
+
+
+@researcher_required
+def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    """One SVG plot of the study (server-rendered with matplotlib)."""
+    study = _get_study_for_user(request, slug)
+    if name not in PLOTS:
+        raise Http404("unknown plot")
+    ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
+    dims = dashboard.analysis_dimensions(study)
+    if name == "histograms":
+        svg = plots.score_histograms(ratings, [d for d in dims if d != "O"])
+    elif name == "sc-pq":
+        if ratings.empty:
+            svg = plots.sc_pq_scatter(pd.DataFrame())
+        else:
+            means = per_rater_means(add_overall(ratings)).groupby(level="model")
+            summary = pd.DataFrame({
+                "SC_mean": means["SC"].mean(), "SC_std": means["SC"].std(ddof=0),
+                "PQ_mean": means["PQ"].mean(), "PQ_std": means["PQ"].std(ddof=0),
+            }).reset_index()
+            svg = plots.sc_pq_scatter(summary)
+    elif name == "mos":
+        dimension = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+        rows = rank_models(_item_scores(study, dimension), n_boot=0)
+        table = pd.DataFrame([{"model": r.model, "mean": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}
+                              for r in rows], columns=["model", "mean", "ci_low", "ci_high"])
+        label = "O = √(SC·PQ), mean over items" if dimension == "O" else "correspondence z-MOS (0–100)"
+        svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
+    else:
+        svg = plots.alpha_over_time(dashboard.alpha_series(study),
+                                    threshold=dashboard.agreement_threshold(request.GET.get("threshold")))
+    return HttpResponse(svg, content_type="image/svg+xml")
+
+
+@researcher_required
+def study_export(request: HttpRequest, slug: str) -> HttpResponse:
+    return export_response(_get_study_for_user(request, slug))

@@ -1,0 +1,141 @@
+import pytest
+from django.urls import reverse
+
+from analysis.models import Judge, JudgeRun
+from tasks.models import Study
+from tasks.services import rating_submit
+from tests.factories import make_comparison, make_rater, make_study, make_user
+from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
+from tests.research.test_exports import _imagenhub_study_with_votes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def researcher():
+    return make_user("researcher")
+
+
+@pytest.fixture
+def study(researcher):
+    study = _imagenhub_study_with_votes(slug="t2i")
+    study.owners.add(researcher)
+    return study
+
+
+def _form(**overrides):
+    fields = {"slug": "from-page", "title": "From the page", "protocol": "imagenhub", "task_type": "text_to_image",
+              "raters_per_item": 3, "assignment_mode": "balanced", "settings": "{}", "bundle": text_to_image_bundle()}
+    fields["bundle"].name = "bundle.zip"
+    fields.update(overrides)
+    return fields
+
+
+def test_a_researcher_builds_a_study_from_the_page_and_lands_on_its_dashboard(client, study, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("research-study-new"), _form())
+    assert response.status_code == 302 and response["Location"] == reverse("research-study", args=["from-page"])
+    assert Study.objects.get(slug="from-page").items.count() == 4
+
+
+def test_a_broken_bundle_shows_every_problem_with_its_line_and_creates_nothing(client, researcher, study):
+    client.force_login(researcher)
+    rows = [{"instance": "s1", "model": "A", "output": "nope.png"}, {"instance": "s1", "model": "A", "output": "x.png"}]
+    bundle = make_bundle({"manifest.csv": csv_manifest(rows), "x.png": b"GIF89a broken"})
+    bundle.name = "broken.zip"
+    response = client.post(reverse("research-study-new"), _form(bundle=bundle))
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "2 problems: nothing was created" in page
+    assert "file &#x27;nope.png&#x27; is not in the zip" in page and "duplicate row" in page
+    assert not Study.objects.filter(slug="from-page").exists()
+
+
+def test_the_dashboard_refreshes_itself_and_htmx_gets_only_the_live_block(client, study, researcher):
+    JudgeRun.objects.create(judge=Judge.objects.create(name="gpt-judge", kind="viescore"), study=study,
+                            state="running", total=6, done=2)
+    client.force_login(researcher)
+    page = client.get(reverse("research-study", args=[study.slug])).content.decode()
+    assert 'hx-trigger="every 10s"' in page and "<html" in page
+    assert "18</strong> of 18 ratings needed" in page and "Target reached" in page
+    assert "gpt-judge" in page and "2 / 6" in page
+    assert "plots/sc-pq.svg" in page
+    fragment = client.get(reverse("research-study", args=[study.slug]), HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in fragment and 'id="live"' in fragment and "Agreement" in fragment
+
+
+def test_agreement_cells_are_coloured_against_a_configurable_threshold(client, study, researcher):
+    client.force_login(researcher)
+    url = reverse("research-study", args=[study.slug])
+    strict = client.get(url + "?threshold=0.99").content.decode()
+    lenient = client.get(url + "?threshold=-0.99").content.decode()
+    assert "agree-low" in strict and 'class="agree-ok"' not in strict.split("<tbody>", 2)[2].split("</table>")[0]
+    assert strict.count('class="agree-ok"') < lenient.count('class="agree-ok"')
+    assert "below -0.99" in lenient
+
+
+def test_publish_close_and_clone_buttons_call_the_services(client, study, researcher):
+    client.force_login(researcher)
+    client.post(reverse("research-study-action", args=[study.slug, "close"]))
+    study.refresh_from_db()
+    assert study.state == "closed"
+    response = client.post(reverse("research-study-action", args=[study.slug, "clone"]))
+    clone = Study.objects.get(slug="t2i-copy")
+    assert response["Location"] == reverse("research-study", args=[clone.slug]) and clone.state == "draft"
+    response = client.post(reverse("research-study-action", args=[study.slug, "close"]), follow=True)
+    assert "is closed, not open" in response.content.decode()
+
+
+def test_research_pages_refuse_raters_hide_other_studies_and_send_visitors_to_login(client, study):
+    url = reverse("research-study", args=[study.slug])
+    assert client.get(url)["Location"].startswith(reverse("login"))
+    client.force_login(make_rater().user)
+    assert client.get(url).status_code == 403
+    assert client.get(reverse("research-study-new")).status_code == 403
+    other = make_user("other")
+    make_study(slug="others").owners.add(other)
+    client.force_login(other)
+    assert client.get(url).status_code == 404
+    assert client.post(reverse("research-study-action", args=[study.slug, "close"])).status_code == 404
+    assert client.get(reverse("research-export", args=[study.slug])).status_code == 404
+
+
+@pytest.mark.parametrize("name", ["histograms", "sc-pq", "mos", "alpha"])
+def test_each_plot_is_an_svg(client, study, researcher, name):
+    client.force_login(researcher)
+    response = client.get(reverse("research-plot", args=[study.slug, name]))
+    assert response["Content-Type"] == "image/svg+xml" and response.content.lstrip().startswith(b"<?xml")
+    assert b"<svg" in response.content
+
+
+def test_the_leaderboard_ranks_models_by_the_report_mean_with_gap_tests(client, study, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("research-leaderboard", args=[study.slug])).content.decode()
+    # From VOTES: Alpha's O mean is above Beta's.
+    assert page.index("<strong>Alpha</strong>") < page.index("<strong>Beta</strong>")
+    assert "Gap to next" in page
+    sc = client.get(reverse("research-leaderboard", args=[study.slug]) + "?dim=SC").content.decode()
+    assert "Mean SC" in sc
+
+
+def test_a_pairwise_leaderboard_shows_bradley_terry_and_the_absolute_ranking_of_the_same_models(client, researcher, study):
+    pairwise = make_study(slug="pairs", protocol="pairwise")
+    pairwise.owners.add(researcher)
+    raters = [make_rater() for _ in range(3)]
+    for _ in range(3):
+        comparison = make_comparison(pairwise)
+        for rater in raters:
+            rating_submit(rater=rater, comparison=comparison, values={"preference": "A"}, require_assignment=False)
+    study.gen_models.filter(name="Alpha").update(name="ModelA")
+    study.gen_models.filter(name="Beta").update(name="ModelB")
+    client.force_login(researcher)
+    page = client.get(reverse("research-leaderboard", args=["pairs"])).content.decode()
+    assert "BT score" in page and page.index("<strong>ModelA</strong>") < page.index("<strong>ModelB</strong>")
+    assert "Absolute order: ModelA › ModelB" in page and "<strong>1.00</strong>" in page
+
+
+def test_the_export_link_downloads_the_dataset_zip(client, study, researcher):
+    client.force_login(researcher)
+    response = client.get(reverse("research-export", args=[study.slug]))
+    assert response["Content-Type"] == "application/zip"
+    assert b"".join(response.streaming_content)[:2] == b"PK"
