@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("tasks.rating_urls")),
     path("", include("raters.urls")),
     path("api/", include("annotation_site.api_urls")),
+    path("studies/<slug:slug>/judges/", include("analysis.judge_urls")),
     path("research/", include("tasks.research_urls")),
 ]
 

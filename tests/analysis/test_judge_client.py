@@ -172,3 +172,24 @@ def test_the_rate_limiter_spaces_request_starts():
     for _ in range(3):
         limiter.wait()
     assert slept == [0.5, 1.0]
+
+
+def test_pairwise_agreement_counts_matches_and_position_bias():
+    from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
+
+    assert majority_label(["A", "A", "B"]) == "A"
+    assert majority_label(["A", "B"]) == "tie" and majority_label(["both_bad", "tie", "A"]) == "tie"
+    assert majority_label([]) is None
+    assert single_label(80, 70) == "A" and single_label(5, 5) == "tie" and single_label(None, 1) is None
+    rows = [
+        {"human": "A", "final": "A", "first": "A", "second": "A", "single": "A"},
+        {"human": "B", "final": "tie", "first": "A", "second": "B", "single": "B"},  # picked the first shown twice
+        {"human": "A", "final": "tie", "first": "B", "second": "A", "single": "tie"},  # picked the second shown twice
+        {"human": None, "final": "B", "first": "B", "second": "tie", "single": "B"},
+    ]
+    result = pairwise_agreement(rows)
+    assert (result.n_pair, result.pair_vs_human) == (3, 1 / 3)
+    assert (result.n_single, result.single_vs_human) == (3, 2 / 3)
+    assert result.single_vs_pair == 3 / 4
+    assert (result.consistency, result.biased_first, result.biased_second) == (0.25, 0.25, 0.25)
+    assert result.chance == pytest.approx(0.333, abs=1e-3)

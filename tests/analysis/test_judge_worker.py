@@ -29,9 +29,13 @@ def celery_worker(transactional_db, settings):
 
     from annotation_site.celery import app
 
-    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "result_backend")}
+    import uuid
+
+    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "result_backend", "task_default_queue")}
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    app.conf.update(broker_url=BROKER, task_always_eager=False, result_backend=None)
+    # A queue of its own: other test sessions on the same broker must not take this job.
+    app.conf.update(broker_url=BROKER, task_always_eager=False, result_backend=None,
+                    task_default_queue=f"judges-test-{uuid.uuid4().hex[:8]}")
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
             yield app

@@ -1,0 +1,230 @@
+"""The judges side-by-side page of a study: runs, human vs judge numbers, scatter, disagreements.
+
+Every number in the summary table comes from ``analysis.report.build_report`` (the one report
+builder); this module only adds the item-level views the report does not carry: the scatter
+of judge score vs rater-averaged human score per model, and the items where the two rank most
+differently. Researchers who own the study (and staff) only.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from analysis import data
+from analysis.imagenhub import item_scores
+from analysis.judge_services import JudgeRunError, judge_run_cancel, judge_run_resume
+from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
+from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
+from analysis.report import build_report
+from tasks import protocols
+from tasks.models import Item, Rating, Study
+
+DISAGREEMENTS_SHOWN = 12
+SCATTER_MODELS_MAX = 8
+
+
+def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
+    """The study if this user may analyse it (owner or staff), else 404."""
+    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
+
+
+def human_item_means(study: Study) -> pd.DataFrame:
+    """Rater-averaged score per item and dimension: ``item, model, dimension, human``.
+
+    ImagenHub: SC, PQ and O (the means the report's judge correlations use). EvalMi: raw Likert
+    means of perception and correspondence (ranks match z-MOS closely enough for a scatter; the
+    report's table has the z-MOS figures).
+    """
+    ratings = data.ratings_frame(study)
+    if ratings.empty:
+        return pd.DataFrame(columns=["item", "model", "dimension", "human"])
+    if study.protocol == protocols.IMAGENHUB:
+        wide = item_scores(ratings)
+    else:
+        dims = [c for c in ("perception", "correspondence") if c in ratings.columns]
+        wide = ratings.groupby(["model", "item"])[dims].mean().reset_index()
+    return wide.melt(id_vars=["model", "item"], var_name="dimension", value_name="human").dropna()
+
+
+def _judge_item_scores(study: Study, judge: str, dimension: str) -> pd.DataFrame:
+    scores = data.judge_scores_frame(study)
+    return scores[(scores["judge"] == judge) & (scores["dimension"] == dimension)][["item", "model", "value"]]
+
+
+def _paired(study: Study, judge: str, dimension: str, human_dimension: str) -> pd.DataFrame:
+    human = human_item_means(study)
+    human = human[human["dimension"] == human_dimension][["item", "human"]]
+    return _judge_item_scores(study, judge, dimension).merge(human, on="item", how="inner")
+
+
+def _choices(report: dict, request: HttpRequest) -> tuple[str | None, str | None, str | None]:
+    """(judge, key in the report, human dimension) chosen with ?judge=&dim=, else the first pair."""
+    pairs = [(j, key) for j, block in report.get("judges", {}).items() for key in block]
+    judge, key = request.GET.get("judge"), request.GET.get("dim")
+    if (judge, key) not in pairs:
+        judge, key = pairs[0] if pairs else (None, None)
+    if judge is None:
+        return None, None, None
+    block = report["judges"][judge][key]
+    human_dim = key.split("~")[-1]
+    return judge, block.get("judge_dimension", key), human_dim
+
+
+def _disagreements(study: Study, judge: str, dimension: str, human_dimension: str) -> list[dict]:
+    paired = _paired(study, judge, dimension, human_dimension)
+    if paired.empty:
+        return []
+    lower = bool(data.judge_scores_frame(study).query("judge == @judge")["lower_is_better"].any())
+    judge_rank = paired["value"].rank(pct=True, ascending=not lower)
+    paired = paired.assign(gap=(judge_rank - paired["human"].rank(pct=True)).abs())
+    top = paired.sort_values("gap", ascending=False).head(DISAGREEMENTS_SHOWN)
+    items = Item.objects.in_bulk(top["item"].tolist())
+    scores = {
+        s.item_id: s
+        for s in JudgeScore.objects.filter(run__study=study, run__judge__name=judge, dimension=dimension, item_id__in=items)
+        .order_by("run__created_at")
+    }
+    votes: dict[int, list[dict]] = {}
+    for rating in Rating.objects.filter(item_id__in=items).order_by("id"):
+        votes.setdefault(rating.item_id, []).append({"rater": f"rater {rating.rater_id}", "values": rating.values, "answers": rating.answers})
+    rows = []
+    for record in top.itertuples(index=False):
+        item = items[record.item]
+        score = scores.get(record.item)
+        rows.append({
+            "item": item, "judge_value": record.value, "human": record.human, "gap": record.gap,
+            "votes": votes.get(record.item, []), "score": score,
+            "transcript": [
+                {"kind": r.get("kind", ""), "pairs": list(zip(r.get("questions", []), r.get("answers", [])))}
+                for r in ((score.details or {}).get("rounds") or [] if score else [])
+            ],
+        })
+    return rows
+
+
+def _pairwise_block(study: Study) -> list[dict]:
+    """Per judge with verdicts: agreement with the human majority, single grading and position bias."""
+    votes: dict[int, list[str]] = {}
+    for comparison_id, values in Rating.objects.filter(study=study, comparison__isnull=False).values_list("comparison_id", "values"):
+        votes.setdefault(comparison_id, []).append((values or {}).get("preference"))
+    blocks = []
+    runs = JudgeRun.objects.filter(study=study, verdicts__isnull=False).distinct().select_related("judge")
+    for run in runs:
+        totals = {
+            (s.item_id): s.value
+            for s in JudgeScore.objects.filter(run=run, dimension="total")
+        }
+        rows = []
+        for v in JudgeVerdict.objects.filter(run=run).select_related("comparison"):
+            c = v.comparison
+            rows.append({
+                "human": majority_label(votes.get(c.id, [])), "final": v.final or None, "first": v.first or None,
+                "second": v.second or None, "single": single_label(totals.get(c.item_a_id), totals.get(c.item_b_id)),
+            })
+        blocks.append({"run": run, "agreement": pairwise_agreement(rows)})
+    return blocks
+
+
+@login_required
+def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _get_study_for_user(request, slug)
+    report = build_report(study)
+    judge, dimension, human_dimension = _choices(report, request)
+    runs = JudgeRun.objects.filter(study=study).select_related("judge")
+    judge_names = list(report.get("judges", {}))
+    model_rows = []
+    for model, entry in report.get("models", {}).items():
+        for dim, block in entry.get("dimensions", {}).items():
+            judges = []
+            for name in judge_names:
+                found = entry.get("judges", {}).get(name, {})
+                cell = found.get(dim) or next((v for k, v in found.items() if k.endswith(f"~{dim}")), None)
+                judges.append(cell)
+            model_rows.append({"model": model, "dimension": dim, "block": block, "judges": judges})
+    context = {
+        "study": study,
+        "report": report,
+        "runs": runs,
+        "judge_names": judge_names,
+        "model_rows": model_rows,
+        "judge_options": [(j, key) for j, b in report.get("judges", {}).items() for key in b],
+        "judge": judge,
+        "dimension": dimension,
+        "human_dimension": human_dimension,
+        "selected_key": request.GET.get("dim") if judge and request.GET.get("judge") == judge else (next(iter(report["judges"][judge])) if judge else None),
+        "disagreements": _disagreements(study, judge, dimension, human_dimension) if judge else [],
+        "pairwise": _pairwise_block(study) if study.protocol == protocols.PAIRWISE else [],
+    }
+    if request.htmx and request.GET.get("fragment") == "runs":
+        return render(request, "analysis/side_by_side.html#runs", context)
+    return render(request, "analysis/side_by_side.html", context)
+
+
+@login_required
+def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
+    """Judge score (y) against the rater-averaged human score (x), one panel per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    study = _get_study_for_user(request, slug)
+    judge, dimension, human_dim = request.GET.get("judge"), request.GET.get("dim"), request.GET.get("human")
+    if not (judge and dimension and human_dim):
+        raise Http404("choose a judge and a dimension")
+    paired = _paired(study, judge, dimension, human_dim)
+    models = sorted(paired["model"].unique())[:SCATTER_MODELS_MAX] if not paired.empty else []
+    cols = max(1, min(4, len(models)))
+    rows = max(1, -(-len(models) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.8 * rows), squeeze=False, sharex=True, sharey=True)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
+        part = paired[paired["model"] == model]
+        ax.set_visible(True)
+        ax.scatter(part["human"], part["value"], s=22, alpha=0.75, color="#2457c5", edgecolor="white", linewidth=0.5)
+        rho = part["human"].corr(part["value"], method="spearman") if len(part) > 2 else float("nan")
+        ax.set_title(f"{model}  (n={len(part)}, SRCC {rho:.2f})" if rho == rho else f"{model}  (n={len(part)})", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.set_xlabel(f"human {human_dim}", fontsize=8)
+        ax.set_ylabel(f"{judge} {dimension}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    if not models:
+        axes.flat[0].set_visible(True)
+        axes.flat[0].text(0.5, 0.5, "no item scored by both\nthe judge and the raters", ha="center", va="center")
+        axes.flat[0].axis("off")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    return HttpResponse(buffer.getvalue(), content_type="image/svg+xml")
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study = _get_study_for_user(request, slug)
+    run = get_object_or_404(JudgeRun, pk=run_id, study=study)
+    judge_run_cancel(run=run)
+    messages.info(request, f"Run {run.pk} will stop after the items in progress.")
+    return redirect("judge_side_by_side", slug=study.slug)
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study = _get_study_for_user(request, slug)
+    run = get_object_or_404(JudgeRun, pk=run_id, study=study)
+    try:
+        judge_run_resume(run=run)
+        messages.info(request, f"Run {run.pk} queued again; scored items are kept.")
+    except JudgeRunError as exc:
+        messages.error(request, str(exc))
+    return redirect("judge_side_by_side", slug=study.slug)

@@ -1,0 +1,128 @@
+"""The judges side-by-side page: numbers from build_report, scatter, disagreements, run actions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.urls import reverse
+
+from analysis.judge_services import judge_create, judge_run_start
+from analysis.models import JudgeRun
+from tasks.models import Rating
+from tests.factories import make_comparison, make_instance, make_item, make_rater, make_study, make_user
+from tests.judge_server import FakeJudgeServer
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeJudgeServer() as running:
+        yield running
+
+
+@pytest.fixture
+def researcher():
+    return make_user("researcher-judges")
+
+
+def rated_study(owner, *, models=("Alpha", "Beta"), instances=6, seed=3):
+    rng = random.Random(seed)
+    study = make_study(title="Judged study")
+    study.owners.add(owner)
+    raters = [make_rater() for _ in range(3)]
+    for _ in range(instances):
+        instance = make_instance(study)
+        for model in models:
+            item = make_item(study, instance=instance, model=model)
+            for rater in raters:
+                Rating.objects.create(study=study, rater=rater, item=item,
+                                      values={"SC": rng.choice([0, 0.5, 1]), "PQ": rng.choice([0, 0.5, 1])})
+    return study
+
+
+def run_viescore(server, study, django_capture_on_commit_callbacks, **params):
+    judge = judge_create(name="VIEScore", kind="viescore", params={"base_url": server.base_url, "model": "fake-good", **params})
+    with django_capture_on_commit_callbacks(execute=True):
+        return judge_run_start(judge=judge, study=study)
+
+
+def test_a_researcher_sees_human_numbers_and_judge_correlations_side_by_side(client, server, researcher, django_capture_on_commit_callbacks):
+    study = rated_study(researcher)
+    run_viescore(server, study, django_capture_on_commit_callbacks)
+    client.force_login(researcher)
+    response = client.get(reverse("judge_side_by_side", args=[study.slug]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "SRCC / PLCC / KRCC" in html and "VIEScore" in html
+    assert "Alpha" in html and "Beta" in html
+    report = response.context["report"]
+    cell = report["models"]["Alpha"]["judges"]["VIEScore"]["SC"]
+    assert cell["n"] == 6
+    assert response.context["disagreements"], "the disagreement browser lists items"
+    first = response.context["disagreements"][0]
+    assert len(first["votes"]) == 3 and first["score"].rationale
+
+
+def test_the_scatter_is_an_svg_with_one_panel_per_model(client, server, researcher, django_capture_on_commit_callbacks):
+    study = rated_study(researcher)
+    run_viescore(server, study, django_capture_on_commit_callbacks)
+    client.force_login(researcher)
+    response = client.get(reverse("judge_scatter", args=[study.slug]), {"judge": "VIEScore", "dim": "O", "human": "O"})
+    assert response.status_code == 200 and response["Content-Type"] == "image/svg+xml"
+    svg = response.content.decode()
+    assert svg.count("Alpha  (n=6") == 1 and svg.count("Beta  (n=6") == 1
+
+
+def test_an_outsider_and_a_rater_get_404(client, researcher):
+    study = rated_study(researcher, instances=1)
+    client.force_login(make_user("outsider"))
+    assert client.get(reverse("judge_side_by_side", args=[study.slug])).status_code == 404
+    assert client.get(reverse("judge_scatter", args=[study.slug]), {"judge": "x", "dim": "SC", "human": "SC"}).status_code == 404
+
+
+def test_an_anonymous_visitor_is_sent_to_log_in(client, researcher):
+    study = rated_study(researcher, instances=1)
+    response = client.get(reverse("judge_side_by_side", args=[study.slug]))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_researcher_cancels_a_queued_run_and_resumes_it(client, server, researcher, django_capture_on_commit_callbacks):
+    study = rated_study(researcher, instances=2)
+    judge = judge_create(name="VIEScore", kind="viescore", params={"base_url": server.base_url, "model": "fake-good"})
+    run = judge_run_start(judge=judge, study=study)  # not committed in the test: stays queued
+    client.force_login(researcher)
+    client.post(reverse("judge_run_cancel", args=[study.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.state == "cancelled"
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("judge_run_resume", args=[study.slug, run.pk]))
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert (run.state, run.done, run.total) == ("done", 4, 4)
+
+
+def test_a_page_without_ratings_says_so(client, server, researcher):
+    study = make_study()
+    study.owners.add(researcher)
+    make_item(study)
+    client.force_login(researcher)
+    html = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
+    assert "No human ratings yet" in html and "No judge has run" in html
+
+
+def test_a_pairwise_study_shows_agreement_with_the_33_percent_baseline(client, server, researcher, django_capture_on_commit_callbacks):
+    study = make_study(protocol="pairwise")
+    study.owners.add(researcher)
+    comparison = make_comparison(study)
+    for rater in [make_rater() for _ in range(3)]:
+        Rating.objects.create(study=study, rater=rater, comparison=comparison, values={"preference": "A"})
+    judge = judge_create(name="GPT-4V", kind="gpt4v", params={"base_url": server.base_url, "model": "fake-good"})
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_run_start(judge=judge, study=study)
+    client.force_login(researcher)
+    response = client.get(reverse("judge_side_by_side", args=[study.slug]))
+    [block] = response.context["pairwise"]
+    assert block["agreement"].n_pair == 1 and block["agreement"].n_orders == 1
+    assert "33%" in response.content.decode()
