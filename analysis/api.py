@@ -7,11 +7,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.export_input import study_export_input
 from analysis.exports import iter_export_zip
 from analysis.models import JudgeRun
+from analysis.report import build_report
 from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
 from tasks.models import Study
 
@@ -31,6 +33,21 @@ class StudyExport(APIView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
         return export_response(get_study_for_user(request.user, slug))
+
+
+class StudyResults(APIView):
+    """The study report (analysis.report.build_report): per-model means, CIs, agreement, judges, reasons.
+
+    ``?include_excluded=true`` keeps blocked raters in.
+    """
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, slug: str) -> Response:
+        study = get_study_for_user(request.user, slug)
+        include = request.query_params.get("include_excluded", "").lower() in ("1", "true", "yes")
+        return Response(build_report(study, include_excluded=include))
 
 
 class JudgeRunOutput(serializers.ModelSerializer):

@@ -14,6 +14,7 @@ urlpatterns = [
     path("studies/<slug:slug>/clone/", task_api.StudyAction.as_view(action="clone"), name="api-study-clone"),
     path("studies/<slug:slug>/items/", task_api.StudyItems.as_view(), name="api-study-items"),
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
+    path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),

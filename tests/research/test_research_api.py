@@ -47,6 +47,7 @@ ENDPOINTS = [
     "/api/studies/mine/items/",
     "/api/studies/mine/ratings/",
     "/api/studies/mine/export/",
+    "/api/studies/mine/results/",
     "/api/judge-runs/",
 ]
 
@@ -66,7 +67,7 @@ def test_the_owner_reads_every_endpoint_with_a_token(world, url):
     assert _client(world["researcher"], token=True).get(url).status_code == 200
 
 
-@pytest.mark.parametrize("url", ENDPOINTS[1:5])
+@pytest.mark.parametrize("url", ENDPOINTS[1:6])
 def test_another_researcher_cannot_see_a_study_they_do_not_own(world, url):
     assert _client(world["other"]).get(url).status_code == 404
 
@@ -149,3 +150,9 @@ def test_the_openapi_schema_and_the_docs_page_are_served_without_a_cdn(world, cl
     assert schema.status_code == 200 and b"/api/studies/{slug}/export/" in schema.content
     docs = client.get("/api/docs/").content.decode()
     assert "swagger-ui" in docs and "cdn" not in docs.lower() and "/static/drf_spectacular_sidecar/" in docs
+
+
+def test_results_are_the_study_report_json(world):
+    body = _client(world["researcher"]).get("/api/studies/mine/results/").json()
+    assert body["study"] == "mine" and body["protocol"] == "imagenhub"
+    assert body["models"]["ModelA"]["dimensions"]["SC"]["mean"] == 1.0
