@@ -1,0 +1,150 @@
+"""A rater in a real browser (Debian chromium): keyboard-only ImagenHub session, an EvalMi
+trial, a pairwise choice, a Prolific round trip, and screenshots of every layout."""
+
+from dataclasses import replace
+
+import pytest
+
+from tasks import demo
+from tasks.models import Rating, RatingRevision, Study
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _demo_study(slug: str, *, instances: int = 1, **fields) -> Study:
+    """One of the demo studies, built small (the demo's scenes, fewer instances)."""
+    spec = next(s for s in demo.DEMO_STUDIES if s.slug == slug)
+    study = Study(slug=spec.slug, title=spec.title, protocol=spec.protocol, task_type=spec.task_type,
+                  instructions=demo.INSTRUCTIONS[spec.protocol], settings=spec.settings, state=Study.State.OPEN,
+                  completion_code="C0DE-" + spec.slug[5:9].upper(), **fields)
+    study.full_clean()
+    study.save()
+    demo._populate(study, replace(spec, instances=instances), demo.DEMO_SEED)
+    return study
+
+
+def _enter(page, study, pid="PID123"):
+    page.goto(f"/s/{study.slug}/start?PROLIFIC_PID={pid}&STUDY_ID=st1&SESSION_ID=se1")
+    page.wait_for_selector("input[name=agree]:focus")  # autofocus: no mouse needed
+    page.keyboard.press("Space")  # tick the consent box (it has focus)
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/instructions")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/rate/*")
+
+
+def _wait_screen(page, number, total):
+    page.wait_for_selector(f".progress-text:text-is('{number} of {total}')")
+
+
+def test_a_rater_completes_a_short_imagenhub_study_with_the_keyboard_only(browser_page, screenshot):
+    page = browser_page
+    study = _demo_study("demo-text-to-image", instances=1, units_per_session=3)
+    _enter(page, study)
+    _wait_screen(page, 1, 3)
+    page.keyboard.press("Enter")  # nothing chosen yet: a message, nothing stored
+    assert "not answered yet" in page.inner_text("[data-testid=error]")
+    for key in ("3", "2", "Enter"):
+        page.keyboard.press(key)
+    _wait_screen(page, 2, 3)
+    for key in ("2", "2", "Enter"):
+        page.keyboard.press(key)
+    _wait_screen(page, 3, 3)
+    page.keyboard.press("ArrowLeft")  # back to screen 2, answers kept
+    _wait_screen(page, 2, 3)
+    assert page.is_checked("input[name$='-SC'][value='0.5']")
+    page.keyboard.press("1")  # change SC to 0: a revision
+    page.keyboard.press("Enter")
+    _wait_screen(page, 3, 3)
+    for key in ("3", "3", "Enter"):
+        page.keyboard.press(key)
+    page.wait_for_url("**/done")
+    assert page.inner_text("[data-testid=completion-code]") == study.completion_code
+    ratings = Rating.objects.filter(study=study)
+    assert ratings.count() == 3
+    assert sorted((r.values["SC"], r.values["PQ"]) for r in ratings) == [(0.0, 0.5), (1.0, 0.5), (1.0, 1.0)]
+    assert RatingRevision.objects.filter(rating__study=study).count() == 1
+    assert all(r.time_on_item_ms is not None for r in ratings)
+
+
+def test_a_rater_rates_an_evalmi_trial_of_three_images(browser_page, screenshot):
+    page = browser_page
+    study = _demo_study("demo-evalmi", instances=1, units_per_session=1)
+    _enter(page, study, pid="EVAL1")
+    _wait_screen(page, 1, 1)
+    assert page.locator(".panel").count() == 3
+    for question in page.locator("[data-question]").all():
+        page.keyboard.press("y" if "q-yesno" in question.get_attribute("class") else "4")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/done")
+    ratings = list(Rating.objects.filter(study=study))
+    assert len(ratings) == 3
+    assert {r.values["perception"] for r in ratings} == {4.0}
+    assert all(set(r.answers.values()) == {"yes"} for r in ratings)
+    assert len({r.item.gen_model_id for r in ratings}) == 3
+    assert all(len(r.presentation["trial"]) == 3 for r in ratings)
+
+
+def test_a_rater_picks_the_left_image_of_a_pairwise_comparison(browser_page):
+    page = browser_page
+    study = _demo_study("demo-pairwise", instances=1, units_per_session=1)
+    _enter(page, study, pid="PAIR1")
+    _wait_screen(page, 1, 1)
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/done")
+    rating = Rating.objects.get(study=study)
+    assert rating.values["preference"] == rating.presentation["left"]
+
+
+def test_a_prolific_worker_goes_from_the_link_to_the_completion_code_and_back_to_prolific(browser_page):
+    page = browser_page
+    study = _demo_study("demo-control-guided-generation", instances=1, units_per_session=2)
+    page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=W0RKER&STUDY_ID=st9&SESSION_ID=se9")
+    page.click("text=I have read this")
+    page.click("button:has-text('Continue')")
+    page.click("button:has-text('Start rating')")
+    for _ in range(2):
+        page.click(".question >> nth=0 >> .choice >> nth=2")
+        page.click(".question >> nth=1 >> .choice >> nth=1")
+        page.click("button:has-text('Next')")
+    page.wait_for_url("**/done")
+    assert page.inner_text("[data-testid=completion-code]") == study.completion_code
+    href = page.get_attribute("[data-testid=prolific-return]", "href")
+    assert href == f"https://app.prolific.com/submissions/complete?cc={study.completion_code}"
+    # the same worker opening the link again lands on the completion page, not on new work
+    page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=W0RKER&STUDY_ID=st9&SESSION_ID=se9")
+    page.wait_for_url("**/done")
+
+
+LAYOUTS = [
+    "demo-text-to-image",
+    "demo-mask-guided-editing",
+    "demo-text-guided-editing",
+    "demo-subject-driven-generation",
+    "demo-multi-concept-composition",
+    "demo-subject-driven-editing",
+    "demo-control-guided-generation",
+    "demo-evalmi",
+    "demo-pairwise",
+]
+
+
+def test_every_layout_renders_its_conditions_and_is_saved_as_a_screenshot(browser_page, screenshot):
+    page = browser_page
+    for n, slug in enumerate(LAYOUTS):
+        study = _demo_study(slug, instances=1, units_per_session=1)
+        _enter(page, study, pid=f"SHOT{n}")
+        page.wait_for_selector("#unit .question")
+        page.wait_for_function("Array.from(document.querySelectorAll('#unit img')).every(i => i.complete && i.naturalWidth > 0)")
+        conditions = page.locator(".condition").count()
+        expected = {"demo-mask-guided-editing": 2, "demo-text-guided-editing": 1, "demo-subject-driven-generation": 1,
+                    "demo-multi-concept-composition": 2, "demo-subject-driven-editing": 2,
+                    "demo-control-guided-generation": 1}.get(slug, 0)
+        assert conditions == expected, slug
+        assert page.inner_text("[data-testid=prompt]").strip()
+        screenshot(page, slug.removeprefix("demo-"))
+    page.set_viewport_size({"width": 820, "height": 1180})  # a tablet, portrait
+    page.reload()
+    page.wait_for_selector("#unit .question")
+    screenshot(page, "pairwise-tablet")
