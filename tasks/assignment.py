@@ -14,8 +14,9 @@ Leases: live assignments of a rater are extended on every request; when a rater 
 than ``ASSIGNMENT_LEASE_SECONDS`` their leased (unrated) assignments expire and the units return
 to the pool. A returning rater gets back the expired units that still have room.
 
-Gold items (``item.gold`` exists) never enter the normal pool: the rater-quality code places them
-into a rater's queue with ``assignment_insert``, outside the quota.
+Gold items (``item.gold`` exists) and attention-check items never enter the normal pool: after
+each batch ``raters.gold.quality_slots_insert`` places them into the rater's queue with
+``assignment_insert``, outside the quota.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from raters.gold import may_work, quality_slots_insert
 from raters.models import Rater
 from tasks import protocols
 from tasks.models import Assignment, Comparison, Item, Participation, Study
@@ -174,7 +176,7 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
     quota = study.raters_per_item
     seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
     pool = list(
-        Item.objects.filter(study=study, gold__isnull=True, claims__lt=quota)
+        Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota)
         .exclude(pk__in=seen)
         .values_list("pk", "claims", "instance_id", "gen_model_id")
     )
@@ -208,7 +210,7 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
     per_trial = study.protocol_settings["images_per_trial"]
     quota = study.raters_per_item
     seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
-    pool = Item.objects.filter(study=study, gold__isnull=True, claims__lt=quota).exclude(pk__in=seen)
+    pool = Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota).exclude(pk__in=seen)
     by_instance: dict[int, list[tuple]] = defaultdict(list)
     for row in pool.values_list("pk", "claims", "instance_id"):
         by_instance[row[2]].append(row)
@@ -272,6 +274,8 @@ def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None =
         claimed = _claim_items(**kwargs)
     if not claimed:  # nothing left: let a later call try again
         Participation.objects.filter(pk=participation.pk, batches=batch + 1).update(batches=batch)
+    else:  # hidden gold and due attention checks go into the batch as ordinary assignments
+        quality_slots_insert(rater=rater, study=study, first_position=kwargs["position"], screens=claimed)
     return claimed
 
 
@@ -302,8 +306,9 @@ def assignment_insert(*, rater: Rater, study: Study, item: Item, position: int |
 def _check_can_rate(rater: Rater, study: Study) -> None:
     if not study.is_open:
         raise AssignmentUnavailable(f"This study is {study.get_state_display().lower()}; it takes no ratings now.")
-    if not rater.can_rate:
-        raise AssignmentUnavailable("Your rater account is not active for rating.")
+    allowed, why = may_work(rater=rater, study=study)  # active, not paused/rejected here, qualified
+    if not allowed:
+        raise AssignmentUnavailable(why)
 
 
 def _live(rater: Rater, study: Study):

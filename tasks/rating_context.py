@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from raters.gold import attention_instruction
 from tasks import protocols
 from tasks.assignment import Screen
 from tasks.derivatives import SIZES
@@ -67,6 +68,7 @@ class Panel:
     output: Picture | None
     questions: list[Question]
     sides: list[tuple[str, Picture]] = field(default_factory=list)  # pairwise: (label, picture)
+    instruction: str = ""  # attention check: what the rater is told to answer (never gold)
 
 
 @dataclass
@@ -253,7 +255,8 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
             title = f"Image {number}" if len(screen.assignments) > 1 else "Output"
             panels.append(Panel(assignment=assignment, title=title,
                                 output=picture(assignment.item.image, 768, f"generated image {number}"),
-                                questions=builder(assignment, study, ratings.get(assignment.pk))))
+                                questions=builder(assignment, study, ratings.get(assignment.pk)),
+                                instruction=attention_instruction(assignment.item)))
         item_for_prompt = screen.assignments[0].item
     conditions, prompt_label, prompt, second = _condition_blocks(study, item_for_prompt)
     layout = study.task_type if study.protocol == protocols.IMAGENHUB else study.protocol

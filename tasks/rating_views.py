@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.http import http_date
 from django.views.decorators.http import require_http_methods, require_POST
 
+from raters.gold import completion_allowed, qualification_status
 from raters.models import Rater
 from tasks import crowd, protocols
 from tasks.assignment import (
@@ -147,6 +148,8 @@ def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     study, participation = _require(request, slug)
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
+    if qualification_status(rater=participation.rater, study=study).may_try:
+        return redirect("raters:qualification", study.slug)
     try:
         screen = assignment_next(rater=participation.rater, study=study)
     except AssignmentUnavailable as exc:
@@ -232,6 +235,9 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
     rated = Rating.objects.filter(rater=rater, study=study).count()
     if open_left or rated == 0:
         return redirect("rating:next", study.slug)
+    allowed, why = completion_allowed(rater=rater, study=study)
+    if not allowed:  # failed qualification, rejected or blocked: no completion code
+        return _message(request, study, "Thank you", why)
     if participation.completed_at is None:
         participation.completed_at = timezone.now()
         participation.save(update_fields=["completed_at"])

@@ -6,7 +6,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from raters.gold import may_work
 from raters.models import Rater
+from raters.services import rating_recorded
 from tasks import protocols
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, Study
 
@@ -118,6 +120,8 @@ def rating_submit(
         assignment.state = Assignment.State.DONE
         assignment.completed_at = timezone.now()
         assignment.save(update_fields=["state", "completed_at"])
+    if source != Rating.Source.IMPORT:
+        rating_recorded(rating=rating)  # attention-check scoring and the per-rater gold/attention rules
     return rating
 
 
@@ -131,6 +135,9 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict]) -> list[Rating]:
     """
     if len(entries) != len(screen.assignments):
         raise RatingRejected("The page was out of date; please rate the images shown now")
+    allowed, why = may_work(rater=rater, study=screen.study)  # paused, rejected or unqualified: no more ratings
+    if not allowed:
+        raise RatingRejected(why)
     ratings = []
     for number, (assignment, entry) in enumerate(zip(screen.assignments, entries), start=1):
         try:

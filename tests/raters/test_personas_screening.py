@@ -12,7 +12,7 @@ import pytest
 from analysis.agreement import krippendorff_alpha, reliability_matrix
 from raters.models import QualityPolicy, Rater, RaterStanding
 from raters.quality import analysis_ratings, rater_rows
-from raters.services import rating_recorded, study_rules_apply
+from raters.services import study_rules_apply
 from tasks.models import Assignment
 from tasks.services import rating_submit
 from tests.factories import make_gold, make_item, make_rater, make_study
@@ -43,11 +43,10 @@ def screened_study(django_db_setup, django_db_blocker):
             [Assignment(study=study, rater=r, item=item, position=k) for r in raters.values() for k, item in enumerate(items)]
         )
         for answer in persona_answers(truth):
-            rating = rating_submit(
+            rating_submit(  # runs the per-rater gold and attention rules after each rating
                 rater=raters[answer.rater], item=items[answer.item], values={"SC": answer.SC, "PQ": answer.PQ},
                 time_on_item_ms=answer.time_ms,
             )
-            rating_recorded(rating=rating)
         alpha_before = _alpha(study)
         taken = study_rules_apply(study=study)
         yield study, raters, alpha_before, taken

@@ -4,7 +4,7 @@ import pytest
 
 from raters.models import QualityPolicy, Rater, RaterAction, RaterStanding
 from raters.quality import analysis_ratings, exclusion_reasons
-from raters.services import DecisionRefused, rater_decide, rating_recorded, rater_rules_apply
+from raters.services import DecisionRefused, rater_decide, rater_rules_apply
 from tasks.models import Assignment, Rating
 from tasks.services import rating_submit
 from tests.factories import make_attention_check, make_gold, make_item, make_rater, make_study, make_user
@@ -14,9 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def _rate(rater, item, values, time_ms=5000):
     Assignment.objects.get_or_create(study=item.study, rater=rater, item=item)
-    rating = rating_submit(rater=rater, item=item, values=values, time_on_item_ms=time_ms)
-    rating_recorded(rating=rating)
-    return rating
+    return rating_submit(rater=rater, item=item, values=values, time_on_item_ms=time_ms)  # runs the rules
 
 
 def test_a_decision_needs_a_reason_and_nothing_is_stored_without_one():
