@@ -7,6 +7,7 @@ can carry a whole EvalMi trial.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from django.urls import reverse
@@ -231,7 +232,8 @@ def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str
         prompt_label = "Edit"
     elif task == "control_guided_generation":
         blocks = single("control", "Control image")
-    tokens = [c.token for conditions in by_role.values() for c in conditions]
+    # Subject tokens of the condition images, and any [V]-style token written in the prompt.
+    tokens = [c.token for conditions in by_role.values() for c in conditions] + re.findall(r"\[[A-Z]\]", prompt_text)
     return blocks, prompt_label, highlight_tokens(prompt_text, tokens), second
 
 

@@ -1,0 +1,212 @@
+import re
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+
+from tasks.models import Assignment, ConditionImage, GoldAnswer, Participation, Rating, Study
+from tasks.images import store_image
+from tests.factories import make_instance, make_item, make_rater, make_study, make_user, png_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+def _study(n_items=3, **fields):
+    study = make_study(units_per_session=n_items, **fields)
+    instance = make_instance(study, prompt="a [V] dog on a beach")
+    for m in range(n_items):
+        make_item(study, instance=instance, model=f"M{m}")
+    return study
+
+
+def _ready(client, study, pid="P1"):
+    """A Prolific worker who consented and read the instructions; returns the first screen URL."""
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID={pid}")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    client.post(f"/s/{study.slug}/instructions")
+    response = client.get(f"/s/{study.slug}/rate")
+    assert response.status_code == 302
+    return response.url
+
+
+def _fields(response):
+    return sorted(set(re.findall(r'name="(a\d+-[\w-]+)"', response.content.decode())))
+
+
+def test_a_rater_must_consent_before_seeing_instructions_and_items(client):
+    study = _study()
+    response = client.get(f"/s/{study.slug}/start?PROLIFIC_PID=P1")
+    assert response.url.endswith("/consent")
+    assert client.get(f"/s/{study.slug}/instructions").url.endswith("/consent")
+    refused = client.post(f"/s/{study.slug}/consent", {})
+    assert refused.status_code == 422 and b"Tick the box" in refused.content
+    assert client.post(f"/s/{study.slug}/consent", {"agree": "yes"}).url.endswith("/instructions")
+    page = client.get(f"/s/{study.slug}/instructions")
+    assert b"Semantic consistency" in page.content and b"Worked examples" in page.content
+
+
+def test_a_screen_shows_keys_for_every_choice_and_the_progress(client):
+    study = _study()
+    page = client.get(_ready(client, study))
+    html = page.content.decode()
+    assert "1 of 3" in html
+    assert html.count('data-key="') == 6  # SC and PQ, three choices each
+    assert '<mark class="token">[V]</mark>' in html
+    assert 'hx-post="' in html and 'href="/s/' in html
+
+
+def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client):
+    study = _study()
+    url = _ready(client, study)
+    fields = _fields(client.get(url))
+    response = client.post(url, {fields[0]: "0.5", fields[1]: "1"})  # PQ, SC
+    assert response.status_code == 302
+    rating = Rating.objects.get()
+    assert rating.values == {"SC": 1.0, "PQ": 0.5}
+    assert rating.time_on_item_ms is not None and rating.time_on_item_ms >= 0
+
+
+def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_and_nothing_is_stored(client):
+    study = _study()
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    missing = client.post(url, {sc: "1"})
+    assert missing.status_code == 422 and b"Perceptual quality (PQ) is missing" in missing.content
+    assert b'value="1" checked' in missing.content  # the rater's choice is kept
+    off_scale = client.post(url, {sc: "2", pq: "1"})
+    assert off_scale.status_code == 422 and b"must be one of 0 / 0.5 / 1" in off_scale.content
+    assert Rating.objects.count() == 0
+
+
+def test_submitting_the_same_screen_twice_stores_one_rating(client):
+    study = _study()
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    client.post(url, {sc: "1", pq: "1"})
+    client.post(url, {sc: "1", pq: "1"})
+    assert Rating.objects.count() == 1
+    assert Rating.objects.get().revisions.count() == 0
+
+
+def test_an_item_of_another_rater_cannot_be_rated(client):
+    study = _study()
+    url = _ready(client, study, pid="P1")
+    other = client.__class__()
+    _ready(other, study, pid="P2")
+    mine = Assignment.objects.get(rater__external_id="P1", position=0)
+    theirs_position = Assignment.objects.filter(rater__external_id="P2").first().position
+    response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {f"a{mine.pk}-SC": "1"})
+    assert response.status_code == 403
+    assert Rating.objects.count() == 0
+
+
+def test_a_study_closed_while_rating_refuses_the_submit(client):
+    study = _study()
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    Study.objects.filter(pk=study.pk).update(state=Study.State.CLOSED)
+    response = client.post(url, {sc: "1", pq: "1"})
+    assert response.status_code == 422 and b"is closed" in response.content
+    assert Rating.objects.count() == 0
+
+
+def test_the_htmx_submit_swaps_in_the_next_screen_and_pushes_its_url(client):
+    study = _study()
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    response = client.post(url, {sc: "1", pq: "1"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert response["HX-Push-Url"].startswith(f"/s/{study.slug}/rate/")
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="unit"') and "2 of 3" in html and "<html" not in html
+
+
+def test_the_last_screen_leads_to_the_completion_page_with_the_code(client):
+    study = _study(n_items=1, completion_code="THANKS-42")
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    done = client.post(url, {sc: "0", pq: "0.5"}, follow=True)
+    assert b"THANKS-42" in done.content
+    assert Participation.objects.get().completed_at is not None
+
+
+def test_going_back_shows_the_earlier_answers_and_a_change_keeps_the_history(client):
+    study = _study()
+    url = _ready(client, study)
+    pq, sc = _fields(client.get(url))
+    client.post(url, {sc: "1", pq: "1"})
+    again = client.get(url)
+    assert again.content.decode().count("checked") == 2
+    client.post(url, {sc: "0.5", pq: "1"})
+    assert Rating.objects.get().revisions.get().values == {"SC": 1.0, "PQ": 1.0}
+
+
+def test_a_gold_item_looks_like_any_other_item(client):
+    study = _study(n_items=2)
+    url = _ready(client, study)
+    first = client.get(url).content.decode()
+    assignment = Assignment.objects.filter(position=0).get()
+    GoldAnswer.objects.create(item=assignment.item, values={"SC": 1, "PQ": 1}, note="obviously right")
+    gold = client.get(url).content.decode()
+    strip = lambda html: re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"|"X-CSRFToken": "[^"]+"', "", html)  # noqa: E731
+    assert strip(first) == strip(gold)
+    assert "obviously right" not in gold
+
+
+def test_checklist_mode_derives_sc_as_the_minimum_over_conditions_and_stores_both(client):
+    study = _study(n_items=1, task_type="subject_driven_generation", settings={"checklist_mode": True})
+    url = _ready(client, study)
+    fields = _fields(client.get(url))
+    assert [f.split("-", 1)[1] for f in fields] == ["c-artifacts", "c-objects", "c-prompt", "c-subject_1", "c-unusual"]
+    prefix = fields[0].split("-")[0]
+    client.post(url, {f"{prefix}-c-subject_1": "most", f"{prefix}-c-prompt": "some", f"{prefix}-c-objects": "recognizable",
+                      f"{prefix}-c-artifacts": "none", f"{prefix}-c-unusual": "some"})
+    rating = Rating.objects.get()
+    assert rating.values == {"SC": 0.5, "PQ": 0.5}
+    assert rating.checklist["subject_1"] == "most" and rating.checklist["unusual"] == "some"
+
+
+def test_the_mask_guided_layout_shows_the_source_with_the_mask_over_it(client):
+    study = _study(n_items=1, task_type="mask_guided_editing")
+    instance = study.instances.get()
+    ConditionImage.objects.create(instance=instance, role="source", image=store_image(png_bytes((10, 10, 10))))
+    ConditionImage.objects.create(instance=instance, role="mask", image=store_image(png_bytes((255, 255, 255))))
+    html = client.get(_ready(client, study)).content.decode()
+    assert "Edit instruction" in html and "Region to edit (mask)" in html and 'class="mask"' in html
+
+
+def test_the_next_screens_images_are_preloaded(client):
+    study = _study()
+    html = client.get(_ready(client, study)).content.decode()
+    second = Assignment.objects.get(position=1).item.image.sha256
+    assert re.search(rf'class="preload" hidden><img src="/img/{second}/768"', html)
+
+
+def test_an_invited_rater_logs_in_and_gets_a_local_rater(client):
+    study = _study()
+    assert client.get(f"/s/{study.slug}/start").url.startswith("/accounts/login/")
+    user = make_user()
+    client.force_login(user)
+    assert client.get(f"/s/{study.slug}/start").url.endswith("/consent")
+    assert user.rater.platform == "local"
+
+
+def test_a_blocked_rater_is_told_so(client):
+    study = _study()
+    make_rater(platform="prolific", external_id="BAD", state="blocked")
+    response = client.get(f"/s/{study.slug}/start?PROLIFIC_PID=BAD")
+    assert response.status_code == 403 and b"not active" in response.content
+
+
+def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_headers(client):
+    item = make_item()
+    url = reverse("rating:image", args=[item.image.sha256, 160])
+    first = client.get(url)
+    assert first.status_code == 200 and first["Content-Type"] == "image/webp"
+    assert "immutable" in first["Cache-Control"]
+    with mock.patch("tasks.derivatives.Image.open", side_effect=AssertionError("Pillow was called")):
+        second = client.get(url)
+    assert second.status_code == 200 and b"".join(second.streaming_content)[:4] == b"RIFF"
+    assert client.get(url, headers={"If-None-Match": first["ETag"]}).status_code == 304
+    assert client.get(reverse("rating:image", args=[item.image.sha256, 999])).status_code == 404
+    assert client.get(reverse("rating:image", args=[item.image.sha256, "full"]))["Content-Type"] == "image/png"
