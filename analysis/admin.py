@@ -14,6 +14,31 @@ class JudgeAdmin(admin.ModelAdmin):
 class JudgeRunAdmin(admin.ModelAdmin):
     list_display = ["id", "judge", "study", "source", "state", "done", "failed", "total", "created_at"]
     list_filter = ["state", "source", "judge"]
+    search_fields = ["judge__name", "study__slug"]
+    list_select_related = ["judge", "study"]
+    actions = ["cancel_runs", "resume_runs"]
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset):
+        from analysis.judge_services import judge_run_cancel
+
+        for run in queryset:
+            judge_run_cancel(run=run)
+        self.message_user(request, f"Asked {queryset.count()} runs to stop")
+
+    @admin.action(description="Resume selected runs (retry failed units)")
+    def resume_runs(self, request, queryset):
+        from django.contrib import messages
+
+        from analysis.judge_services import JudgeRunError, judge_run_resume
+
+        for run in queryset:
+            try:
+                judge_run_resume(run=run)
+            except JudgeRunError as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+            else:
+                self.message_user(request, f"Run {run.pk} queued again")
 
 
 @admin.register(JudgeScore)

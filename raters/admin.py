@@ -14,10 +14,28 @@ from raters.models import (
 
 @admin.register(Rater)
 class RaterAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "platform", "external_id", "state", "created_at"]
+    list_display = ["__str__", "platform", "external_id", "state", "state_reason", "created_at"]
     list_filter = ["platform", "state"]
     search_fields = ["external_id", "user__username"]
     raw_id_fields = ["user"]
+    actions = ["block_raters"]
+
+    @admin.action(description="Block selected raters site-wide (logged in their latest study)")
+    def block_raters(self, request, queryset):
+        """Blocks go through rater_decide so each one is logged with a reason and an actor."""
+        from django.contrib import messages
+
+        from raters.services import rater_decide
+        from tasks.models import Rating
+
+        for rater in queryset:
+            latest = Rating.objects.filter(rater=rater).order_by("-created_at").select_related("study").first()
+            if latest is None:
+                self.message_user(request, f"{rater}: no ratings, so no study to record the block in", messages.WARNING)
+                continue
+            rater_decide(study=latest.study, rater=rater, decision="block", actor=request.user,
+                         reason=f"Blocked from the admin by {request.user.get_username()}")
+            self.message_user(request, f"Blocked {rater}")
 
 
 @admin.register(QualityPolicy)

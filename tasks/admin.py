@@ -1,4 +1,4 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from tasks.models import (
@@ -14,6 +14,7 @@ from tasks.models import (
     StoredImage,
     Study,
 )
+from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish
 
 
 def _thumb(image, size: int = 96):
@@ -22,23 +23,66 @@ def _thumb(image, size: int = 96):
     return format_html('<img src="{}" style="max-width:{}px;max-height:{}px" alt="">', image.file.url, size, size)
 
 
+def _judge_action(judge_id: int, judge_name: str):
+    """An admin action that starts one judge on each selected study (via the judges service)."""
+
+    def start(modeladmin, request, queryset):
+        from analysis.judge_services import JudgeRunError, judge_run_start
+        from analysis.models import Judge
+
+        judge = Judge.objects.get(pk=judge_id)
+        for study in queryset:
+            try:
+                run = judge_run_start(judge=judge, study=study)
+            except JudgeRunError as exc:
+                modeladmin.message_user(request, f"Not started on {study.slug}: {exc}", level=messages.ERROR)
+            else:
+                modeladmin.message_user(request, f"Judge run {run.pk} queued on {study.slug} ({run.total} units)")
+
+    start.__name__ = f"start_judge_{judge_id}"
+    return start, start.__name__, f"Start judge run: {judge_name}"
+
+
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ["slug", "title", "protocol", "task_type", "state", "raters_per_item", "assignment_mode"]
-    list_filter = ["protocol", "state", "assignment_mode"]
-    search_fields = ["slug", "title"]
+    list_display = ["slug", "title", "protocol", "task_type", "state", "raters_per_item", "assignment_mode", "created_at"]
+    list_filter = ["protocol", "state", "assignment_mode", "task_type"]
+    search_fields = ["slug", "title", "owners__username"]
     filter_horizontal = ["owners"]
-    actions = ["open_studies", "close_studies"]
+    actions = ["open_studies", "close_studies", "clone_studies"]
+
+    def _each(self, request, queryset, service, verb: str) -> None:
+        for study in queryset:
+            try:
+                service(study=study)
+            except StudyActionRefused as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
+            else:
+                self.message_user(request, f"{verb} {study.slug}")
 
     @admin.action(description="Open selected studies for rating")
     def open_studies(self, request, queryset):
-        updated = queryset.update(state=Study.State.OPEN)
-        self.message_user(request, f"Opened {updated} studies")
+        self._each(request, queryset, study_publish, "Opened")
 
     @admin.action(description="Close selected studies")
     def close_studies(self, request, queryset):
-        updated = queryset.update(state=Study.State.CLOSED)
-        self.message_user(request, f"Closed {updated} studies")
+        self._each(request, queryset, study_close, "Closed")
+
+    @admin.action(description="Clone selected studies as drafts")
+    def clone_studies(self, request, queryset):
+        for study in queryset:
+            clone = study_clone(study=study, owner=request.user)
+            self.message_user(request, f"Cloned {study.slug} as {clone.slug}")
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        from analysis.judge_services import RUNNABLE_KINDS
+        from analysis.models import Judge
+
+        for judge_id, name in Judge.objects.filter(kind__in=RUNNABLE_KINDS).values_list("id", "name")[:50]:
+            action = _judge_action(judge_id, name)
+            actions[action[1]] = action
+        return actions
 
 
 @admin.register(GenModel)
@@ -114,8 +158,10 @@ class RatingRevisionInline(admin.TabularInline):
 @admin.register(Rating)
 class RatingAdmin(admin.ModelAdmin):
     list_display = ["id", "study", "rater", "item", "comparison", "values", "source", "time_on_item_ms", "updated_at"]
-    list_filter = ["study", "source"]
+    list_filter = ["study", "source", "created_at"]
+    search_fields = ["item__instance__key", "rater__external_id", "rater__user__username"]
     raw_id_fields = ["rater", "item", "comparison"]
+    list_select_related = ["study", "rater", "item", "comparison"]
     inlines = [RatingRevisionInline]
 
 

@@ -1,0 +1,57 @@
+import pytest
+from django.urls import reverse
+
+from analysis.models import Judge, JudgeRun
+from raters.models import Rater, RaterAction
+from tasks.models import Study
+from tasks.services import rating_submit
+from tests.factories import make_item, make_rater, make_study, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client):
+    client.force_login(make_user("admin", is_staff=True, is_superuser=True))
+    return client
+
+
+def _act(client, model_url: str, action: str, ids):
+    return client.post(reverse(model_url), {"action": action, "_selected_action": [str(i) for i in ids]}, follow=True)
+
+
+def test_an_admin_closes_and_reopens_studies_through_the_services(admin_client):
+    study = make_study()
+    make_item(study)
+    _act(admin_client, "admin:tasks_study_changelist", "close_studies", [study.pk])
+    assert Study.objects.get(pk=study.pk).state == "closed"
+    _act(admin_client, "admin:tasks_study_changelist", "open_studies", [study.pk])
+    assert Study.objects.get(pk=study.pk).state == "open"
+    page = _act(admin_client, "admin:tasks_study_changelist", "open_studies", [study.pk]).content.decode()
+    assert "is already open" in page
+
+
+def test_an_empty_draft_cannot_be_opened_from_the_admin(admin_client):
+    study = make_study(state="draft")
+    page = _act(admin_client, "admin:tasks_study_changelist", "open_studies", [study.pk]).content.decode()
+    assert "has no items" in page and Study.objects.get(pk=study.pk).state == "draft"
+
+
+def test_blocking_a_rater_from_the_admin_is_logged_with_a_reason(admin_client):
+    rater = make_rater()
+    rating_submit(rater=rater, item=make_item(), values={"SC": 1, "PQ": 1}, require_assignment=False)
+    _act(admin_client, "admin:raters_rater_changelist", "block_raters", [rater.pk])
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.BLOCKED
+    assert RaterAction.objects.get(rater=rater).reason.startswith("Blocked from the admin by admin")
+
+
+def test_a_runnable_judge_appears_as_a_study_action_and_starts_a_run(admin_client, settings):
+    judge = Judge.objects.create(name="ssim-metric", kind="metric", params={"metrics": ["SSIM"]})
+    study = make_study()
+    make_item(study)
+    changelist = admin_client.get(reverse("admin:tasks_study_changelist")).content.decode()
+    assert "Start judge run: ssim-metric" in changelist
+    page = _act(admin_client, "admin:tasks_study_changelist", f"start_judge_{judge.pk}", [study.pk]).content.decode()
+    run = JudgeRun.objects.get(judge=judge, study=study)
+    assert f"Judge run {run.pk} queued on {study.slug} (1 units)" in page
