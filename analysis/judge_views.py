@@ -86,11 +86,12 @@ def _disagreements(study: Study, judge: str, dimension: str, human_dimension: st
     paired = paired.assign(gap=(judge_rank - paired["human"].rank(pct=True)).abs())
     top = paired.sort_values("gap", ascending=False).head(DISAGREEMENTS_SHOWN)
     items = Item.objects.in_bulk(top["item"].tolist())
-    scores = {
-        s.item_id: s
-        for s in JudgeScore.objects.filter(run__study=study, run__judge__name=judge, dimension=dimension, item_id__in=items)
-        .order_by("run__created_at")
-    }
+    scores, related = {}, {}
+    for s in JudgeScore.objects.filter(run__study=study, run__judge__name=judge, item_id__in=items).order_by("run__created_at", "id"):
+        if s.dimension == dimension:
+            scores[s.item_id] = s
+        # every dimension of the item, so a derived score (VIEScore O) shows the rationales it came from
+        related.setdefault(s.item_id, {})[s.dimension] = s
     votes: dict[int, list[dict]] = {}
     for rating in Rating.objects.filter(item_id__in=items).order_by("id"):
         votes.setdefault(rating.item_id, []).append({"rater": f"rater {rating.rater_id}", "values": rating.values, "answers": rating.answers})
@@ -101,6 +102,7 @@ def _disagreements(study: Study, judge: str, dimension: str, human_dimension: st
         rows.append({
             "item": item, "judge_value": record.value, "human": record.human, "gap": record.gap,
             "votes": votes.get(record.item, []), "score": score,
+            "others": [o for d, o in related.get(record.item, {}).items() if d != dimension and o.rationale],
             "transcript": [
                 {"kind": r.get("kind", ""), "pairs": list(zip(r.get("questions", []), r.get("answers", [])))}
                 for r in ((score.details or {}).get("rounds") or [] if score else [])
