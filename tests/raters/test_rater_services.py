@@ -136,3 +136,21 @@ def test_attention_check_ratings_are_left_out_of_analysis():
 def test_an_unknown_decision_is_refused():
     with pytest.raises(DecisionRefused, match="Unknown decision"):
         rater_decide(study=make_study(), rater=make_rater(), decision="promote", reason="x")
+
+
+def test_the_command_applies_the_rules_and_names_an_unknown_study():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    study, rater = make_study(), make_rater(platform="prolific", external_id="cmd1")
+    QualityPolicy.objects.create(study=study, gold_min_items=1, gold_action="reject")
+    item = make_item(study)
+    make_gold(item)
+    Rating.objects.create(study=study, rater=rater, item=item, values={"SC": 0.0, "PQ": 0.0})
+    out = StringIO()
+    call_command("apply_quality_rules", study.slug, stdout=out)
+    assert "rules acted on 1 rater(s)" in out.getvalue() and "gold accuracy 0% (0 of 1)" in out.getvalue()
+    assert RaterStanding.objects.get(rater=rater).state == "rejected"
+    with pytest.raises(CommandError, match="No study with slug 'nope'"):
+        call_command("apply_quality_rules", "nope")

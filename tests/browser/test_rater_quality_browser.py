@@ -1,0 +1,75 @@
+"""Rater-quality pages in a real browser: a researcher sorts, filters, opens a rater, rejects them;
+a rater takes the qualification test. Screenshots under artifacts/screenshots/quality-*.png."""
+
+import pytest
+
+from raters.models import QualityPolicy, RaterStanding
+from tasks.models import Rating
+from tests.factories import make_gold, make_item, make_rater, make_study, make_user
+from tests.raters.personas import persona_answers, true_scores
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _persona_study(owner):
+    study = make_study(slug="personas", title="Text-to-image · persona pilot")
+    study.owners.add(owner)
+    truth = true_scores(20)
+    items = [make_item(study, with_image=False) for _ in range(20)]
+    for item, (sc, pq) in list(zip(items, truth))[:6]:
+        make_gold(item, values={"SC": sc, "PQ": pq}, tolerance=0.5)
+    raters = {}
+    ratings = []
+    for a in persona_answers(truth):
+        rater = raters.get(a.rater) or raters.setdefault(a.rater, make_rater(platform="prolific", external_id=a.rater))
+        ratings.append(Rating(study=study, rater=rater, item=items[a.item], values={"SC": a.SC, "PQ": a.PQ}, time_on_item_ms=a.time_ms))
+    Rating.objects.bulk_create(ratings)
+    return study, raters
+
+
+def _login(page, username):
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw-for-tests")
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url("**/")
+
+
+def test_a_researcher_sorts_filters_and_rejects_a_rater_with_a_reason(browser_page, screenshot):
+    page = browser_page
+    owner = make_user(username="researcher")
+    study, raters = _persona_study(owner)
+    _login(page, "researcher")
+    page.goto(f"/studies/{study.slug}/raters/")
+    assert page.locator("tbody tr").count() == 8
+    page.click("th a:text('Median time')")
+    assert page.locator("tbody tr").first.locator("td").first.inner_text().startswith("prolific:speeder")
+    screenshot(page, "quality-list")
+    page.select_option("select[name=flag]", "none")
+    page.click("button:text('Filter')")
+    assert page.locator("tbody tr").count() == 4
+    page.goto(f"/studies/{study.slug}/raters/{raters['random_clicker'].pk}/")
+    assert page.locator("figure.plot svg").count() == 1
+    screenshot(page, "quality-detail")
+    page.select_option("select[name=decision]", "reject")
+    page.fill("textarea[name=reason]", "Answers look random: r = -0.1 with the consensus")
+    page.click("button:text('Save decision')")
+    page.wait_for_selector("text=is now rejected in this study")
+    assert RaterStanding.objects.get(rater=raters["random_clicker"]).state == "rejected"
+
+
+def test_a_rater_takes_the_qualification_test(browser_page, screenshot):
+    page = browser_page
+    study = make_study(slug="qualify", title="Text-to-image · qualified raters only")
+    QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=2, qualification_pass_share=0.5)
+    for _ in range(2):
+        make_gold(make_item(study), values={"SC": 1.0, "PQ": 1.0})
+    page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=abc123&STUDY_ID=st1&SESSION_ID=se1")
+    page.goto(f"/studies/{study.slug}/qualification/")
+    page.wait_for_selector("text=Question 1 of 2")
+    screenshot(page, "quality-qualification")
+    for _ in range(2):
+        page.check("input[name=SC][value='1.0']")
+        page.check("input[name=PQ][value='1.0']")
+        page.click("button:text('Next')")
+    page.wait_for_selector("text=You passed the qualification test.")
