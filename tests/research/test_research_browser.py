@@ -1,0 +1,106 @@
+"""A researcher in a real browser (Debian chromium): build a study from a bundle, watch the dashboard.
+
+Screenshots go to artifacts/screenshots/research-*.png (git-ignored) and are looked at by hand.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from tests.conftest import REPO_ROOT, chromium_path
+from tests.factories import make_user, png_bytes
+from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
+from tests.research.test_exports import _imagenhub_study_with_votes
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
+
+
+@pytest.fixture
+def page(live_server):
+    path = chromium_path()
+    if path is None:
+        pytest.skip("chromium not found (install Debian's chromium: apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        context = browser.new_context(viewport={"width": 1366, "height": 800}, base_url=live_server.url)
+        context.set_default_timeout(15_000)
+        yield context.new_page()
+        browser.close()
+
+
+def _shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _login(page, username: str) -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw-for-tests")
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_load_state()
+
+
+def test_a_researcher_fixes_a_broken_bundle_and_gets_a_draft_study(page, tmp_path):
+    make_user("researcher").user_permissions.add(Permission.objects.get(codename="add_study"))
+    _login(page, "researcher")
+    broken = tmp_path / "broken.zip"
+    rows = [{"instance": "s1", "model": "A", "output": "gone.png", "colour": "red"},
+            {"instance": "s2", "model": "A", "output": "tiny.png", "colour": "blue"}]
+    broken.write_bytes(make_bundle({"manifest.csv": csv_manifest(rows), "tiny.png": png_bytes(size=(4, 4))}).getvalue())
+    page.goto("/research/new/")
+    page.set_input_files("input[name=bundle]", str(broken))
+    page.fill("input[name=slug]", "browser-built")
+    page.fill("input[name=title]", "Built in a browser")
+    page.click("button.primary")
+    page.wait_for_selector("#problems")
+    assert "nothing was created" in page.inner_text("#problems")
+    assert "unknown column(s) 'colour'" in page.inner_text("#problems")
+    _shot(page, "research-builder-problems")
+
+    rows = [{"instance": "s1", "model": "A", "output": "gone.png"}, {"instance": "s2", "model": "A", "output": "tiny.png"}]
+    broken.write_bytes(make_bundle({"manifest.csv": csv_manifest(rows), "tiny.png": png_bytes(size=(4, 4))}).getvalue())
+    page.set_input_files("input[name=bundle]", str(broken))
+    page.click("button.primary")
+    page.wait_for_selector("#problems")
+    text = page.inner_text("#problems")
+    assert "'gone.png' is not in the zip" in text and "4×4 is too small" in text
+    _shot(page, "research-builder-line-problems")
+
+    good = tmp_path / "good.zip"
+    good.write_bytes(text_to_image_bundle(models=("Alpha", "Beta", "Gamma"), instances=("s1", "s2", "s3")).getvalue())
+    page.set_input_files("input[name=bundle]", str(good))
+    page.click("button.primary")
+    page.wait_for_url("**/research/browser-built/")
+    assert "Created draft study browser-built with 9 items" in page.inner_text("main")
+    _shot(page, "research-new-draft")
+
+
+def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live_block(page):
+    researcher = make_user("researcher")
+    study = _imagenhub_study_with_votes(slug="t2i-live", title="Text-to-image, live")
+    study.owners.add(researcher)
+    _login(page, "researcher")
+    page.goto("/research/t2i-live/")
+    page.wait_for_selector("#live table.agreement")
+    page.wait_for_function("Array.from(document.images).every(img => img.complete && img.naturalWidth > 0)")
+    assert "18 of 18 ratings needed" in page.inner_text("#live")
+    _shot(page, "research-dashboard")
+    # The live block is replaced by the server's fragment (what the 10 s trigger does).
+    page.evaluate("document.querySelector('#live').dataset.marker = 'old'")
+    page.evaluate(
+        "htmx.ajax('GET', window.location.pathname, {target: '#live', swap: 'outerHTML'})"
+    )
+    page.wait_for_function("!document.querySelector('#live').dataset.marker")
+    assert page.locator("#live").get_attribute("hx-trigger") == "every 10s"
+    page.goto("/research/t2i-live/leaderboard/")
+    _shot(page, "research-leaderboard")
+    assert page.locator("table.leaderboard tbody tr").count() == 2
