@@ -22,7 +22,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from analysis.models import Judge, JudgeScore
-from raters.models import Rater
+from raters.models import Rater, RaterStanding
 from tasks.models import Comparison, Item, Rating, Study
 
 _CHUNK = 20_000
@@ -35,7 +35,14 @@ def excluded_raters(study: Study) -> dict[int, str]:
         .distinct()
         .values_list("id", "state_reason")
     )
-    return {rater_id: f"blocked{': ' + reason if reason else ''}" for rater_id, reason in blocked}
+    reasons = {rater_id: f"blocked{': ' + reason if reason else ''}" for rater_id, reason in blocked}
+    # Rater-quality decisions in this study (raters app): rejected or blocked here, with the reason.
+    standings = RaterStanding.objects.filter(
+        study=study, state__in=[RaterStanding.State.REJECTED, RaterStanding.State.BLOCKED]
+    ).values_list("rater_id", "state", "reason")
+    for rater_id, state, reason in standings:
+        reasons.setdefault(rater_id, f"{state}{': ' + reason if reason else ''}")
+    return reasons
 
 
 def item_table(study: Study) -> pd.DataFrame:
@@ -51,7 +58,8 @@ def _frame(queryset, columns: list[str]) -> pd.DataFrame:
 
 
 def _rating_queryset(study: Study, include_excluded: bool):
-    queryset = Rating.objects.filter(study=study)
+    # Attention-check answers were instructed, not judged: never analysis data.
+    queryset = Rating.objects.filter(study=study).exclude(item__attention_check__isnull=False)
     if not include_excluded:
         queryset = queryset.exclude(rater_id__in=list(excluded_raters(study)))
     return queryset

@@ -154,3 +154,21 @@ def test_the_command_applies_the_rules_and_names_an_unknown_study():
     assert RaterStanding.objects.get(rater=rater).state == "rejected"
     with pytest.raises(CommandError, match="No study with slug 'nope'"):
         call_command("apply_quality_rules", "nope")
+
+
+def test_the_analysis_layer_leaves_out_rejected_raters_and_attention_checks_and_says_why():
+    from analysis.data import excluded_raters, ratings_frame
+
+    study = make_study()
+    normal, check_item = make_item(study), make_item(study)
+    make_attention_check(check_item)
+    good = make_rater(platform="prolific", external_id="good1")
+    bad = make_rater(platform="prolific", external_id="bad1")
+    for rater in (good, bad):
+        Rating.objects.create(study=study, rater=rater, item=normal, values={"SC": 1.0, "PQ": 1.0})
+        Rating.objects.create(study=study, rater=rater, item=check_item, values={"SC": 0.5, "PQ": 1.0})
+    rater_decide(study=study, rater=bad, decision="reject", reason="Failed two attention checks")
+    assert excluded_raters(study) == {bad.pk: "rejected: Failed two attention checks"}
+    frame = ratings_frame(study)
+    assert list(frame["rater"].astype(str)) == [str(good.pk)]
+    assert len(ratings_frame(study, include_excluded=True)) == 2
