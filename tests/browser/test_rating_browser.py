@@ -42,6 +42,11 @@ def test_a_rater_completes_a_short_imagenhub_study_with_the_keyboard_only(browse
     study = _demo_study("demo-text-to-image", instances=1, units_per_session=3)
     _enter(page, study)
     _wait_screen(page, 1, 3)
+    page.keyboard.press("?")  # the rubric, from every screen
+    page.wait_for_selector("#rubric-dialog[open] .rubric")
+    screenshot(page, "rubric-dialog", full_page=False)
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#rubric-dialog:not([open])", state="attached")
     page.keyboard.press("Enter")  # nothing chosen yet: a message, nothing stored
     assert "not answered yet" in page.inner_text("[data-testid=error]")
     for key in ("3", "2", "Enter"):

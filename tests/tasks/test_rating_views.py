@@ -210,3 +210,22 @@ def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_head
     assert client.get(url, headers={"If-None-Match": first["ETag"]}).status_code == 304
     assert client.get(reverse("rating:image", args=[item.image.sha256, 999])).status_code == 404
     assert client.get(reverse("rating:image", args=[item.image.sha256, "full"]))["Content-Type"] == "image/png"
+
+
+def test_a_pairwise_screen_keeps_its_recorded_sides_on_reload_and_stores_them(client):
+    from tasks.models import Comparison
+
+    study = make_study(protocol="pairwise", units_per_session=1)
+    instance = make_instance(study)
+    a, b = make_item(study, instance=instance, model="A"), make_item(study, instance=instance, model="B")
+    Comparison.objects.create(study=study, item_a=a, item_b=b)
+    url = _ready(client, study)
+    order = lambda html: re.findall(r'/img/(\w+)/768 1x', html)  # noqa: E731
+    first = order(client.get(url).content.decode())
+    assert first == order(client.get(url).content.decode()) and len(first) == 2
+    left = Assignment.objects.get().presentation["left"]
+    assert first[0] == (a if left == "A" else b).image.sha256
+    (field,) = _fields(client.get(url))
+    client.post(url, {field: "right"})
+    rating = Rating.objects.get()
+    assert rating.values["preference"] == ("B" if left == "A" else "A") and rating.presentation["left"] == left
