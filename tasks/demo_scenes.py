@@ -437,7 +437,10 @@ def _run_models(r: Renderer, plan: _Plan, task: str, key: str) -> DemoInstance:
     facts = {**target.facts(), **plan.facts, "tag": tag}
     instance = DemoInstance(
         key=key, task=task, prompt=plan.prompt, alt_prompt=plan.alt_prompt,
-        condition_images=plan.condition_images, tokens=plan.tokens, question=questions[main],
+        condition_images=plan.condition_images, tokens=plan.tokens,
+        # Complex prompts (2+ facts) ask one question about the whole prompt and one per fact, as
+        # EvalMi does: the overall answer is "yes" only when every sub-answer is.
+        question=COMPLEX_QUESTION if len(questions) >= 2 else questions[main],
         sub_questions=questions if len(questions) >= 2 else [], facts=facts,
     )
     for model in MODELS:
@@ -509,7 +512,7 @@ def _truth(target: Scene, out: Scene, severity: dict[str, str], extra_checks: tu
         "perception": perception,
         "correspondence": correspondence,
         "answers": {
-            "question": fact_answers[main_question],
+            "question": all(fact_answers) if len(fact_answers) >= 2 else fact_answers[main_question],
             "sub_questions": fact_answers if len(fact_answers) >= 2 else [],
         },
         "severity": severity,
@@ -551,6 +554,9 @@ def _same_layout(out: Scene, target: Scene) -> bool:
     return all(
         any(math.hypot(p.x - q.x, p.y - q.y) < q.r / 2 for p in out.placements) for q in target.placements
     )
+
+
+COMPLEX_QUESTION = "Does the image show everything the prompt asks for (every object, count, colour and position)?"
 
 
 def _fact_questions(scene: Scene) -> list[str]:

@@ -177,8 +177,19 @@ def test_questions_mention_the_prompts_facts(task_sets):
             assert obj["colour"] in question and obj["shape"] in question
             assert obj["colour"] in instance.prompt and obj["shape"] in instance.prompt
         if instance.facts["relation"]:
-            assert instance.facts["relation"] in instance.question
-        assert instance.question in questions
+            assert any(instance.facts["relation"] in q for q in questions)
+        if instance.sub_questions:
+            # one question about the whole prompt, never a repeat of a sub-question
+            assert instance.question not in instance.sub_questions
+        else:
+            assert instance.question in questions
+
+
+def test_the_overall_answer_of_a_complex_prompt_is_yes_only_when_every_sub_answer_is(task_sets):
+    for instance, output in all_outputs({"evalmi": task_sets["evalmi"]}):
+        answers = output.truth["answers"]
+        if answers["sub_questions"]:
+            assert answers["question"] == all(answers["sub_questions"])
 
 
 def test_answers_turn_false_when_a_fact_is_broken(task_sets):
