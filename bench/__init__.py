@@ -1,0 +1,1 @@
+"""Benchmarks: one command each (``python -m bench.<name>``); see bench/README.md."""

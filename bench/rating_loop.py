@@ -1,0 +1,274 @@
+"""Rating loop under load: gunicorn + PostgreSQL, simulated raters vs a bare Django JSON view.
+
+    .venv/bin/python -m bench.rating_loop [--seconds 8] [--workers 4] [--items 2000]
+
+Each simulated rater enters through a Prolific link, consents, reads the instructions (not timed),
+then loops "next item + submit": GET its screen, POST the SC/PQ answers, follow the redirect to the
+next screen, ask for another session (POST /more) when one ends. Closed loop (no think time) at
+16 / 64 / 200 raters gives throughput at saturation; the same number of clients hammers
+``/bench/bare`` (bench/urls.py: middleware + one SELECT) for the ratio. Latency at 64 raters is
+also measured paced (each rater waits ``--think`` seconds between requests, still far faster
+than people rate), because in a closed loop with no think time p95 is only queueing:
+64 clients / throughput.
+
+Afterwards: no item has more live assignments or ratings than its quota, and no (rater, item)
+pair was rated twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from bench.common import NOISE_NOTE, bench_env, django_setup, percentile, scratch_database, verdict
+from bench.loadgen import Client, wait_for_server
+
+HOST = "127.0.0.1"
+SLUG = "bench-loop"
+RATERS_PER_ITEM = 3
+_CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+_FIELD = re.compile(r'name="(a\d+)-SC"')
+
+
+@dataclass
+class Stats:
+    latencies: list[float] = field(default_factory=list)
+    by_kind: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    ratings: int = 0
+    finished_raters: int = 0
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.latencies.append(seconds)
+        self.by_kind.setdefault(kind, []).append(seconds)
+
+    def error(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def build_study(items: int) -> None:
+    """One open ImagenHub study with ``items`` outputs (5 models) sharing one stored image."""
+    from tasks.images import store_image
+    from tasks.models import GenModel, Instance, Item, Study
+    from tests.factories import png_bytes
+
+    study = Study(slug=SLUG, title="Bench loop", protocol="imagenhub", task_type="text_to_image",
+                  state=Study.State.OPEN, raters_per_item=RATERS_PER_ITEM, units_per_session=10)
+    study.full_clean()
+    study.save()
+    models = [GenModel.objects.create(study=study, name=f"Model{i}") for i in range(5)]
+    image = store_image(png_bytes(size=(512, 512)))
+    instances = Instance.objects.bulk_create(
+        Instance(study=study, key=f"sample_{i:05d}", prompt=f"a red cube left of blue sphere number {i}", position=i)
+        for i in range(items // len(models))
+    )
+    Item.objects.bulk_create(
+        Item(study=study, instance=instance, gen_model=model, image=image) for instance in instances for model in models
+    )
+
+
+async def enter(client: Client, rater: str, stats: Stats) -> bool:
+    """Prolific entry → consent → instructions. Returns False when the server refused."""
+    r = await client.request("GET", f"/s/{SLUG}/start?PROLIFIC_PID={rater}&STUDY_ID=bench&SESSION_ID={rater}")
+    for step in ("consent", "instructions"):
+        page = await client.request("GET", f"/s/{SLUG}/{step}")
+        token = _CSRF.search(page.text)
+        if page.status != 200 or not token:
+            stats.error(f"{step} page {page.status}")
+            return False
+        r = await client.request("POST", f"/s/{SLUG}/{step}", {"csrfmiddlewaretoken": token.group(1), "agree": "yes"})
+        if r.status != 302:
+            stats.error(f"{step} POST {r.status}")
+            return False
+    return True
+
+
+async def rate_loop(client: Client, stats: Stats, deadline: float, think: float, rng: random.Random) -> None:
+    """next screen + submit until the deadline or until the study has nothing left for this rater."""
+    path = f"/s/{SLUG}/rate"
+
+    async def pause():
+        if think:
+            await asyncio.sleep(rng.uniform(0.5 * think, 1.5 * think))
+
+    while time.monotonic() < deadline:
+        r = await client.request("GET", path)
+        stats.add("next", r.seconds)
+        if r.status == 302:
+            location = r.header("location")
+            if location.endswith("/done"):
+                await pause()
+                page = await client.request("GET", location)
+                stats.add("done", page.seconds)
+                token = _CSRF.search(page.text) or _CSRF.search((await client.request("GET", f"/s/{SLUG}/consent")).text)
+                more = await client.request("POST", f"/s/{SLUG}/more", {"csrfmiddlewaretoken": token.group(1)})
+                stats.add("more", more.seconds)
+                if more.status != 302:
+                    stats.finished_raters += 1
+                    return
+                path = more.header("location")
+                continue
+            path = location
+            continue
+        if r.status != 200:
+            stats.error(f"GET screen {r.status}")
+            return
+        token, fields = _CSRF.search(r.text), list(dict.fromkeys(_FIELD.findall(r.text)))
+        if not token or not fields:
+            stats.error("screen without form")
+            return
+        form = {"csrfmiddlewaretoken": token.group(1)}
+        for prefix in fields:
+            form[f"{prefix}-SC"] = rng.choice(["0", "0.5", "1"])
+            form[f"{prefix}-PQ"] = rng.choice(["0", "0.5", "1"])
+        await pause()
+        posted = await client.request("POST", path, form)
+        stats.add("submit", posted.seconds)
+        if posted.status != 302:
+            stats.error(f"POST screen {posted.status}")
+            return
+        stats.ratings += len(fields)
+        path = posted.header("location")
+        await pause()
+
+
+async def run_raters(port: int, names: list[str], seconds: float, think: float) -> tuple[Stats, float]:
+    stats = Stats()
+    clients = [Client(HOST, port) for _ in names]
+    entered = await asyncio.gather(*(enter(c, n, stats) for c, n in zip(clients, names)))
+    if not all(entered):
+        raise RuntimeError(f"raters could not enter the study: {stats.errors}")
+    start = time.monotonic()
+    deadline = start + seconds
+    await asyncio.gather(*(rate_loop(c, stats, deadline, think, random.Random(n)) for c, n in zip(clients, names)))
+    return stats, time.monotonic() - start
+
+
+async def run_bare(port: int, clients: int, seconds: float) -> tuple[Stats, float]:
+    stats = Stats()
+    start = time.monotonic()
+    deadline = start + seconds
+
+    async def loop():
+        client = Client(HOST, port)
+        while time.monotonic() < deadline:
+            r = await client.request("GET", "/bench/bare")
+            if r.status != 200:
+                stats.error(f"bare {r.status}")
+                return
+            stats.add("bare", r.seconds)
+
+    await asyncio.gather(*(loop() for _ in range(clients)))
+    return stats, time.monotonic() - start
+
+
+def integrity_check() -> tuple[int, int, int, int]:
+    """(items over quota by claims, items over quota by live assignments/ratings, duplicate pairs, ratings)."""
+    from django.db.models import Count, Q
+
+    from tasks.models import Assignment, Item, Rating
+
+    over_claims = Item.objects.filter(study__slug=SLUG, claims__gt=RATERS_PER_ITEM).count()
+    live = Q(assignments__state__in=[Assignment.State.LEASED, Assignment.State.DONE])
+    over_live = (
+        Item.objects.filter(study__slug=SLUG, gold__isnull=True)
+        .annotate(live=Count("assignments", filter=live, distinct=True), rated=Count("ratings", distinct=True))
+        .filter(Q(live__gt=RATERS_PER_ITEM) | Q(rated__gt=RATERS_PER_ITEM))
+        .count()
+    )
+    duplicates = (
+        Rating.objects.filter(study__slug=SLUG).values("rater_id", "item_id").annotate(n=Count("id")).filter(n__gt=1).count()
+    )
+    return over_claims, over_live, duplicates, Rating.objects.filter(study__slug=SLUG).count()
+
+
+def start_gunicorn(env: dict, port: int, workers: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [os.path.join(sys.prefix, "bin", "gunicorn"), "annotation_site.wsgi", "--bind", f"{HOST}:{port}",
+         "--workers", str(workers), "--worker-class", "sync", "--backlog", "2048", "--log-level", "warning",
+         "--timeout", "60"],
+        env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr, start_new_session=True,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per phase")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--think", type=float, default=0.5, help="mean pause (s) between a paced rater's requests")
+    parser.add_argument("--levels", default="16,64,200")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+
+    with scratch_database() as url:
+        django_setup(url, static=True)
+        build_study(args.items)
+        from django.db import connections
+
+        connections.close_all()
+        port = free_port()
+        server = start_gunicorn(bench_env(url), port, args.workers)
+        results, ok = [], True
+        try:
+            asyncio.run(wait_for_server(HOST, port))
+            print(f"gunicorn {args.workers} sync workers on {HOST}:{port}, PostgreSQL {url.rsplit('/', 1)[1]}, "
+                  f"{args.items} items × {RATERS_PER_ITEM} raters each; {args.seconds:.0f} s per phase")
+            print(f"{'raters':>6} {'bare req/s':>10} {'rating req/s':>12} {'ratio':>6} {'ratings/s':>9} "
+                  f"{'p50 ms':>7} {'p95 ms':>7} {'bare p95':>8} errors")
+            batch = 0
+            for level in levels:
+                names = [f"bench{batch}x{i:04d}" for i in range(level)]
+                batch += 1
+                bare, bare_s = asyncio.run(run_bare(port, level, args.seconds))
+                loop, loop_s = asyncio.run(run_raters(port, names, args.seconds, think=0.0))
+                bare_rate, loop_rate = len(bare.latencies) / bare_s, len(loop.latencies) / loop_s
+                ratio = loop_rate / bare_rate
+                p50, p95 = percentile(loop.latencies, 50) * 1000, percentile(loop.latencies, 95) * 1000
+                results.append((level, ratio, p95))
+                print(f"{level:>6} {bare_rate:>10.0f} {loop_rate:>12.0f} {ratio:>6.2f} {loop.ratings / loop_s:>9.1f} "
+                      f"{p50:>7.1f} {p95:>7.1f} {percentile(bare.latencies, 95) * 1000:>8.1f} "
+                      f"{dict(loop.errors) or '-'}{' bare:' + str(bare.errors) if bare.errors else ''}")
+                ok &= not loop.errors and not bare.errors
+            names = [f"paced{i:04d}" for i in range(64)]
+            paced, paced_s = asyncio.run(run_raters(port, names, max(args.seconds, 10.0), think=args.think))
+            by_kind = {k: percentile(v, 95) * 1000 for k, v in paced.by_kind.items()}
+            paced_p95 = percentile(paced.latencies, 95) * 1000
+            print(f"paced 64 raters (think {args.think:.2f} s mean): {len(paced.latencies) / paced_s:.0f} req/s, "
+                  f"p50 {percentile(paced.latencies, 50) * 1000:.1f} ms, p95 {paced_p95:.1f} ms "
+                  f"(next {by_kind.get('next', 0):.1f}, submit {by_kind.get('submit', 0):.1f}), "
+                  f"errors {dict(paced.errors) or '-'}")
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+        over_claims, over_live, duplicates, ratings = integrity_check()
+        connections.close_all()
+    at64 = [r for r in results if r[0] == 64]
+    print()
+    if at64:
+        print(f"throughput ratio at 64 raters: {at64[0][1]:.2f}× bare (target ≥ 0.5): {verdict(at64[0][1] >= 0.5)}")
+    print(f"p95 at 64 paced raters: {paced_p95:.1f} ms (target < 25 ms): {verdict(paced_p95 < 25)}")
+    print(f"integrity over {ratings} ratings: items over quota (claims) {over_claims}, "
+          f"(live assignments/ratings) {over_live}, (rater, item) rated twice {duplicates}")
+    print(NOISE_NOTE)
+    ok &= over_claims == 0 and over_live == 0 and duplicates == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
