@@ -42,7 +42,10 @@ def rater_vs_rest(matrix: np.ndarray, raters: Iterable[str] | None = None) -> pd
         with np.errstate(divide="ignore", invalid="ignore"):
             others = np.where(other_counts > 0, (totals - np.where(present[index], own, 0.0)) / other_counts, np.nan)
         result = sample_correlations(own, others, logistic=False)
-        rows.append((name, result.n, result.srcc, result.plcc, result.krcc, result.reason))
+        reason = result.reason
+        if reason:  # sample_correlations speaks of judge vs human; here it is one rater vs the rest
+            reason = reason.replace("judge scores", "this rater's scores").replace("human scores", "the others' mean")
+        rows.append((name, result.n, result.srcc, result.plcc, result.krcc, reason))
     return pd.DataFrame(rows, columns=["rater", "n", *METHODS, "reason"])
 
 
@@ -72,7 +75,7 @@ def human_ceiling(
                 continue
             per_rater = rater_vs_rest(table.to_numpy(), table.index.astype(str))
             skipped = per_rater[per_rater["srcc"].isna()]
-            reason = "; ".join(f"{r.rater}: {r.reason}" for r in skipped.itertuples()) or None
+            reason = "; ".join(f"rater {r.rater}: {r.reason}" for r in skipped.itertuples()) or None
             rows.append(
                 (
                     *key,
