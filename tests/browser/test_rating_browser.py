@@ -109,7 +109,8 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_code_and_back_to
     page.click("text=I have read this")
     page.click("button:has-text('Continue')")
     page.click("button:has-text('Start rating')")
-    for _ in range(2):
+    for screen in (1, 2):
+        _wait_screen(page, screen, 2)  # the htmx swap has landed before we click
         page.click(".question >> nth=0 >> .choice >> nth=2")
         page.click(".question >> nth=1 >> .choice >> nth=1")
         page.click("button:has-text('Next')")

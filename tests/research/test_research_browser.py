@@ -5,35 +5,20 @@ Screenshots go to artifacts/screenshots/research-*.png (git-ignored) and are loo
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.contrib.auth.models import Permission
 
-from tests.conftest import REPO_ROOT, chromium_path
+from tests.conftest import SCREENSHOTS
 from tests.factories import make_user, png_bytes
 from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
 from tests.research.test_exports import _imagenhub_study_with_votes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 
 
 @pytest.fixture
-def page(live_server):
-    path = chromium_path()
-    if path is None:
-        pytest.skip("chromium not found (install Debian's chromium: apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-        )
-        context = browser.new_context(viewport={"width": 1366, "height": 800}, base_url=live_server.url)
-        context.set_default_timeout(15_000)
-        yield context.new_page()
-        browser.close()
+def page(browser_page):
+    return browser_page
 
 
 def _shot(page, name: str) -> None:
