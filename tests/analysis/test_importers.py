@@ -251,8 +251,8 @@ def test_a_malformed_evalmi_image_name_names_the_file_and_line(tmp_path):
 
 
 def test_evalmi_store_refuses_a_prompt_number_without_a_question(tmp_path):
-    mos, questions, tasks = evalmi_read(*(), **dict(zip(("mos_path", "questions_path", "tasks_path"),
-                                                        evalmi_files(tmp_path))))
+    mos_path, questions_path, tasks_path = evalmi_files(tmp_path)
+    mos, questions, tasks = evalmi_read(mos_path=mos_path, questions_path=questions_path, tasks_path=tasks_path)
     mos.loc[3, "prompt_number"] = 7
     with pytest.raises(ImportFailed, match="line 5: prompt number 7 has no row in question.xlsx"):
         evalmi_store(mos=mos, questions=questions, tasks=tasks, study_slug="e", source_detail="MOS.xlsx")
