@@ -110,7 +110,14 @@ class Problem:
 class BundleInvalid(ValueError):
     """The bundle was not built; ``problems`` lists everything that is wrong with it."""
 
+    MAX_REPORTED = 200  # a 100,000-row manifest with one mistake per row must not answer with megabytes
+
     def __init__(self, problems: list[Problem]):
+        if len(problems) > self.MAX_REPORTED:
+            more = len(problems) - self.MAX_REPORTED
+            problems = problems[:self.MAX_REPORTED] + [
+                Problem(f"… and {more:,} more problems; fix the ones above and upload again")
+            ]
         self.problems = problems
         super().__init__(f"{len(problems)} problem(s) in the bundle: " + "; ".join(map(str, problems[:5])))
 
