@@ -17,6 +17,8 @@ urlpatterns = [
     path("research/", include("tasks.research_urls")),
 ]
 
+handler500 = "annotation_site.errors.server_error"  # database outage → 503 "please try again"
+
 if settings.DEBUG:
     from django.conf.urls.static import static
 
