@@ -34,6 +34,22 @@ def owner_token(db):
     return Token.objects.create(user=owner).key, {"slug": study.slug, "pk": run.pk}
 
 
+@pytest.fixture
+def keep_test_connection():
+    """The WSGI app fires request_started/finished, whose close_old_connections() would close the
+    test's transaction-wrapped connection on PostgreSQL; Django's own test client unhooks it too."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
 def api_operations():
     from annotation_site.wsgi import application
 
@@ -41,7 +57,7 @@ def api_operations():
     return [result.ok() for result in schema.get_all_operations()]
 
 
-def test_no_generated_api_request_causes_a_server_error(owner_token):
+def test_no_generated_api_request_causes_a_server_error(owner_token, keep_test_connection):
     # One test walking the operations (schemathesis' pytest plugin does not run under this pytest).
     token, real = owner_token
     operations = api_operations()
