@@ -36,6 +36,14 @@ def celery_worker(transactional_db, settings):
     # A queue of its own: other test sessions on the same broker must not take this job.
     app.conf.update(broker_url=BROKER, task_always_eager=False, result_backend=None,
                     task_default_queue=f"judges-test-{uuid.uuid4().hex[:8]}")
+    # Earlier tests in this process may have built the producer pool and queue map from the old
+    # settings; drop them so publishing goes to this broker and queue, as the worker's consuming.
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
+    app.amqp.__dict__.pop("queues", None)  # a cached_property
+    app.amqp._rtable = None
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
             yield app
