@@ -6,8 +6,9 @@ expected answer is only compared on the server.
 
 * Qualification: a study's ``QualityPolicy`` may require a test of N gold items before work.
   Answers are kept in ``QualificationAnswer`` (not ``Rating``), so they never enter analysis.
-* Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's assignments are gold
-  items; :func:`gold_slot_item` tells the assignment engine when and which.
+* Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's screens are gold: a
+  gold item on one-item screens (:func:`gold_slot_item`), a whole gold trial on EvalMi trials
+  (:func:`gold_slot_trial`, an instance whose items all have gold answers).
 * Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer.
 * Gold from consensus: after a pilot, items on which every (non-excluded) rater gave the same
   answer are offered as candidates; a researcher confirms each one.
@@ -249,13 +250,20 @@ def hidden_gold_pool(study: Study) -> list[int]:
     return gold
 
 
-def gold_slot_due(*, rater: Rater, study: Study) -> bool:
-    """Whether the rater's next assignment should be a gold item.
+def trial_size(study: Study) -> int:
+    """Items on one screen: ``images_per_trial`` for EvalMi, else 1."""
+    if study.protocol == protocols.EVALMI:
+        return int(study.protocol_settings.get("images_per_trial", 1))
+    return 1
 
-    Keeps gold / (gold + other work) at ``gold_share``: with n other assignments the rater should
-    have floor(n * share / (1 - share) + phase) gold items, where the phase in [0, 1) is seeded per
-    rater, so the running count is never off by a whole item and gold does not come at fixed
-    positions for everyone.
+
+def gold_slot_due(*, rater: Rater, study: Study) -> bool:
+    """Whether the rater's next screen should be a gold screen (a gold item, or a gold trial).
+
+    Keeps gold screens / (gold + other screens) at ``gold_share``: with n other screens the rater
+    should have floor(n * share / (1 - share) + phase) gold screens, where the phase in [0, 1) is
+    seeded per rater, so the running count is never off by a whole screen and gold does not come
+    at fixed positions for everyone. Screens are counted, not items: a trial of three is one.
     """
     share = float(study.protocol_settings.get("gold_share", 0.0))
     if share <= 0:
@@ -263,26 +271,72 @@ def gold_slot_due(*, rater: Rater, study: Study) -> bool:
     mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
         state=Assignment.State.EXPIRED
     ).exclude(item__attention_check__isnull=False)
-    gold = mine.filter(item__gold__isnull=False).count()
-    other = mine.count() - gold
+    screens = set(mine.values_list("position", flat=True))
+    gold = set(mine.filter(item__gold__isnull=False).values_list("position", flat=True))
+    other = len(screens - gold)
     phase = random.Random(f"gold:{study.pk}:{rater.pk}").random()
-    return gold < int(other * share / (1 - share) + phase)
+    return len(gold) < int(other * share / (1 - share) + phase)
+
+
+def _seen_item_ids(rater: Rater, study: Study) -> set[int]:
+    seen = set(Assignment.objects.filter(rater=rater, study=study).values_list("item_id", flat=True))
+    seen |= set(QualificationAnswer.objects.filter(attempt__rater=rater, attempt__study=study).values_list("item_id", flat=True))
+    seen.discard(None)
+    return seen
 
 
 def gold_slot_item(*, rater: Rater, study: Study) -> Item | None:
-    """The gold item to slot in next, or None (not due, or the rater has seen every gold item).
-
-    The engine assigns it like any other item (same Assignment, same page, same timing).
-    """
+    """The gold item to slot in next on a one-item screen, or None (not due, or the rater has
+    seen every gold item). The engine assigns it like any other item (same Assignment, same
+    page, same timing)."""
     if not gold_slot_due(rater=rater, study=study):
         return None
-    seen = set(Assignment.objects.filter(rater=rater, study=study).values_list("item_id", flat=True))
-    seen |= set(QualificationAnswer.objects.filter(attempt__rater=rater, attempt__study=study).values_list("item_id", flat=True))
+    seen = _seen_item_ids(rater, study)
     pool = [pk for pk in hidden_gold_pool(study) if pk not in seen]
     if not pool:
         return None
     pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
     return Item.objects.get(pk=pick)
+
+
+def gold_trial_pool(study: Study) -> dict[int, list[int]]:
+    """Gold instances of a trial study: instance id -> its gold item ids (hidden-gold pool only).
+
+    A gold trial must look like any trial, so an instance is gold only when it can fill a whole
+    screen with gold items: at least ``images_per_trial`` of them, or all of its items when it has
+    fewer (a normal trial of such an instance would show as many).
+    """
+    size = trial_size(study)
+    pool = set(hidden_gold_pool(study))
+    gold: dict[int, list[int]] = {}
+    totals: dict[int, int] = {}
+    for pk, instance_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "instance_id"):
+        totals[instance_id] = totals.get(instance_id, 0) + 1
+        if pk in pool:
+            gold.setdefault(instance_id, []).append(pk)
+    return {i: pks for i, pks in gold.items() if len(pks) >= min(size, totals[i])}
+
+
+def gold_slot_trial(*, rater: Rater, study: Study) -> list[Item]:
+    """The items of the gold trial to slot in next (empty when none is due or left).
+
+    The rater never gets a gold trial of an instance they have seen (in work or qualification):
+    the repeated prompt would give it away. Items are drawn and ordered at random (seeded), as the
+    engine does for a normal trial.
+    """
+    if not gold_slot_due(rater=rater, study=study):
+        return []
+    seen = _seen_item_ids(rater, study)
+    seen_instances = set(Item.objects.filter(pk__in=seen).values_list("instance_id", flat=True))
+    pool = {i: pks for i, pks in gold_trial_pool(study).items() if i not in seen_instances}
+    if not pool:
+        return []
+    rng = random.Random(f"trial:{study.pk}:{rater.pk}:{len(seen)}")
+    pks = list(pool[rng.choice(sorted(pool))])
+    rng.shuffle(pks)
+    chosen = pks[: trial_size(study)]
+    items = Item.objects.in_bulk(chosen)
+    return [items[pk] for pk in chosen]
 
 
 def attention_slot_item(*, rater: Rater, study: Study) -> Item | None:
@@ -411,25 +465,29 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
 
     ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
-    screens it has. Gold goes to seeded random places inside the batch, attention checks at its
-    end; both through ``tasks.assignment.assignment_insert``, so they are ordinary assignments.
-    Only single-item screens take gold (ImagenHub, EvalMi with one image per trial): a lone gold
-    image inside three-image trials would stand out. Returns how many items were inserted.
+    screens it has. Gold screens go to seeded random places inside the batch, attention checks at
+    its end; both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
+    One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
+    take a whole gold trial (a gold instance), since a lone gold image among normal ones would
+    stand out by its different prompt. Returns how many screens were inserted.
     """
-    from tasks.assignment import AssignmentUnavailable, assignment_insert
+    from tasks.assignment import AssignmentUnavailable, screen_insert
 
-    single_item = study.protocol == protocols.IMAGENHUB or (
-        study.protocol == protocols.EVALMI and study.protocol_settings.get("images_per_trial") == 1
-    )
+    if study.protocol == protocols.PAIRWISE:
+        slot_items = lambda: []  # noqa: E731  (pairwise gold is a different unit; not slotted here)
+    elif trial_size(study) == 1:
+        slot_items = lambda: [item] if (item := gold_slot_item(rater=rater, study=study)) else []  # noqa: E731
+    else:
+        slot_items = lambda: gold_slot_trial(rater=rater, study=study)  # noqa: E731
     inserted = 0
     rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
-    while single_item and screens > 0:
-        item = gold_slot_item(rater=rater, study=study)
-        if item is None:
+    while screens > 0:
+        items = slot_items()
+        if not items:
             break
         position = first_position + rng.randrange(screens + inserted + 1)
         try:
-            assignment_insert(rater=rater, study=study, item=item, position=position)
+            screen_insert(rater=rater, study=study, items=items, position=position)
         except AssignmentUnavailable:
             break
         inserted += 1
@@ -438,7 +496,7 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
         if item is None:
             break
         try:
-            assignment_insert(rater=rater, study=study, item=item)
+            screen_insert(rater=rater, study=study, items=[item])
         except AssignmentUnavailable:
             break
         inserted += 1

@@ -16,7 +16,7 @@ to the pool. A returning rater gets back the expired units that still have room.
 
 Gold items (``item.gold`` exists) and attention-check items never enter the normal pool: after
 each batch ``raters.gold.quality_slots_insert`` places them into the rater's queue with
-``assignment_insert``, outside the quota.
+``screen_insert``, outside the quota (a gold EvalMi trial is one screen of several gold items).
 """
 
 from __future__ import annotations
@@ -286,11 +286,25 @@ def assignment_insert(*, rater: Rater, study: Study, item: Item, position: int |
     Later screens move back by one. Default position: after the last screen. Raises
     AssignmentUnavailable when the rater already has this item.
     """
+    return screen_insert(rater=rater, study=study, items=[item], position=position, now=now)[0]
+
+
+def screen_insert(*, rater: Rater, study: Study, items: list[Item], position: int | None = None,
+                  now: datetime | None = None) -> list[Assignment]:
+    """Place a whole screen (one item, or an EvalMi trial of several) at ``position``, outside the quota.
+
+    The items take slots 0, 1, … in the order given, exactly as a claimed trial does, so a gold
+    trial is one ordinary screen. Later screens move back by one; default position: after the
+    last screen. Raises AssignmentUnavailable (and inserts nothing) when an item belongs to
+    another study or the rater already has one of them.
+    """
     now = now or timezone.now()
-    if item.study_id != study.pk:
+    if not items:
+        raise AssignmentUnavailable("A screen needs at least one item")
+    if any(item.study_id != study.pk for item in items):
         raise AssignmentUnavailable("The item belongs to another study")
     with transaction.atomic():
-        if Assignment.objects.filter(rater=rater, item=item).exists():
+        if Assignment.objects.filter(rater=rater, item__in=items).exists():
             raise AssignmentUnavailable("The rater already has this item")
         if position is None:
             position = _next_position(rater, study)
@@ -298,9 +312,11 @@ def assignment_insert(*, rater: Rater, study: Study, item: Item, position: int |
             Assignment.objects.filter(rater=rater, study=study, position__gte=position).update(
                 position=F("position") + 1
             )
-        return Assignment.objects.create(
-            study=study, rater=rater, item=item, position=position, lease_expires_at=now + lease_length()
-        )
+        return [
+            Assignment.objects.create(study=study, rater=rater, item=item, position=position, slot=slot,
+                                      lease_expires_at=now + lease_length())
+            for slot, item in enumerate(items)
+        ]
 
 
 def _check_can_rate(rater: Rater, study: Study) -> None:

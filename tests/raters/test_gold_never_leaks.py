@@ -144,3 +144,89 @@ def test_a_rater_paused_by_a_rule_cannot_submit_more_ratings(client):
     response = client.post(reverse("rating:unit", args=[study.slug, 1]), {f"a{a_normal.pk}-SC": "1", f"a{a_normal.pk}-PQ": "1"})
     assert Rating.objects.filter(rater=rater).count() == 1
     assert "paused while a researcher reviews it" in response.content.decode()
+
+
+def _trial_study(**settings):
+    """An EvalMi study of three-image trials: a normal instance and a gold instance with the same
+    prompt and question, three models each."""
+    study = make_study(protocol="evalmi", task_type="counting", units_per_session=1, raters_per_item=1,
+                       settings={"images_per_trial": 3, **settings})
+    texts = {"prompt": "three green apples on a plate", "question": "Are there three apples?"}
+    normal_instance = make_instance(study, **texts)
+    normal = [make_item(study, instance=normal_instance, model=f"Model{m}") for m in "ABC"]
+    gold_instance = make_instance(study, **texts)
+    gold = [make_item(study, instance=gold_instance, model=f"Model{m}", ground_truth={"secret": SECRET}) for m in "ABC"]
+    for item in gold:
+        make_gold(item, values={"perception": 4, "correspondence": 5}, answers={"q1": "yes"}, tolerance=1)
+    return study, normal, gold
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_gold_trial_differs_from_a_normal_trial_only_in_ids_and_image_hashes(client, htmx):
+    study, normal, gold = _trial_study()
+    pages = []
+    for external_id, items in (("trial1111", normal), ("trial2222", gold)):
+        client.cookies.clear()
+        rater = _enter(client, study, external_id=external_id)
+        Assignment.objects.filter(rater=rater).delete()
+        assignments = [Assignment.objects.create(study=study, rater=rater, item=item, position=0, slot=slot)
+                       for slot, item in enumerate(items)]
+        headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+        html = client.get(reverse("rating:unit", args=[study.slug, 0]), **headers).content.decode()
+        for slot, (assignment, item) in enumerate(zip(assignments, items)):
+            html = _normalise(html, assignment, item).replace("aID-", f"aID{slot}-").replace("SHA", f"SHA{slot}")
+        pages.append(html)
+    assert pages[0].count("aID2-perception") == 5  # three panels, all there
+    assert pages[0] == pages[1]
+    assert SECRET not in pages[1] and "gold" not in pages[1].lower()
+
+
+def test_an_evalmi_rater_gets_whole_gold_trials_at_the_study_share_of_screens(client):
+    study = make_study(protocol="evalmi", task_type="counting", units_per_session=6, raters_per_item=1,
+                       settings={"images_per_trial": 3, "gold_share": 0.25})
+    for _ in range(6):
+        instance = make_instance(study)
+        for m in "ABCD":
+            make_item(study, instance=instance, model=f"Model{m}")
+    gold_instances = []
+    for _ in range(3):
+        instance = make_instance(study)
+        gold_instances.append(instance.pk)
+        for m in "ABCD":
+            make_gold(make_item(study, instance=instance, model=f"Model{m}"), values={"perception": 3})
+    rater = _enter(client, study, external_id="trial3333")
+    assert client.get(reverse("rating:next", args=[study.slug])).status_code == 302
+    screens: dict[int, list] = {}
+    for a in Assignment.objects.filter(rater=rater).select_related("item__gold").order_by("position", "slot"):
+        screens.setdefault(a.position, []).append(a)
+    assert sorted(screens) == list(range(8))  # 6 normal trials + floor(6 * 0.25 / 0.75 + phase) = 2 gold trials
+    gold_screens = [s for s in screens.values() if hasattr(s[0].item, "gold")]
+    assert len(gold_screens) == 2
+    for screen in screens.values():
+        assert [a.slot for a in screen] == [0, 1, 2]
+        assert len({a.item.instance_id for a in screen}) == 1
+        assert len({hasattr(a.item, "gold") for a in screen}) == 1  # never gold mixed with normal images
+    assert {s[0].item.instance_id for s in gold_screens} <= set(gold_instances)
+    # The rater rates a gold trial like any other: three ratings, scored against the gold answers.
+    position = gold_screens[0][0].position
+    post = {}
+    for a in gold_screens[0]:
+        post |= {f"a{a.pk}-perception": "3", f"a{a.pk}-correspondence": "2", f"a{a.pk}-q1": "no"}
+    client.post(reverse("rating:unit", args=[study.slug, position]), post)
+    from raters.gold import gold_accuracy
+
+    assert gold_accuracy(rater=rater, study=study) == (3, 3)
+
+
+def test_an_instance_with_too_few_gold_items_for_a_trial_is_not_a_gold_trial():
+    from raters.gold import gold_trial_pool
+
+    study = make_study(protocol="evalmi", task_type="counting", settings={"images_per_trial": 3, "gold_share": 0.5})
+    half, small, full = make_instance(study), make_instance(study), make_instance(study)
+    make_gold(make_item(study, instance=half, model="ModelA"))
+    make_item(study, instance=half, model="ModelB")
+    make_item(study, instance=half, model="ModelC")
+    small_gold = [make_gold(make_item(study, instance=small, model=f"Model{m}")).item_id for m in "AB"]
+    full_gold = [make_gold(make_item(study, instance=full, model=f"Model{m}")).item_id for m in "ABCD"]
+    # half: 1 gold of 3 (a trial would mix gold with normal images); small: all of its 2 items are gold
+    assert gold_trial_pool(study) == {small.pk: small_gold, full.pk: full_gold}
