@@ -38,14 +38,28 @@ def analysis_dimensions(study: Study) -> list[str]:
     return dims + ["O"] if study.protocol == protocols.IMAGENHUB else dims
 
 
-def agreement_threshold(raw: str | None = None) -> float:
-    """The threshold from ``?threshold=`` when it is a number in [-1, 1], else the site setting."""
+def study_threshold(study: Study) -> float:
+    """The study's own ``agreement_threshold`` when a researcher set one, else the site default.
+
+    Only a value stored in ``Study.settings`` counts (not the protocol default filled in by
+    ``protocol_settings``), so studies nobody configured follow ``AGREEMENT_THRESHOLD``.
+    """
+    stored = (study.settings or {}).get("agreement_threshold")
+    if isinstance(stored, (int, float)) and not isinstance(stored, bool) and 0 < stored <= 1:
+        return float(stored)
+    return float(getattr(settings, "AGREEMENT_THRESHOLD", protocols.DEFAULT_AGREEMENT_THRESHOLD))
+
+
+def agreement_threshold(raw: str | None = None, study: Study | None = None) -> float:
+    """``?threshold=`` when it is a number in [-1, 1] (this view only), else the study's, else the site's."""
     try:
         value = float(raw) if raw not in (None, "") else None
     except ValueError:
         value = None
     if value is None or not -1 <= value <= 1:
-        return float(getattr(settings, "AGREEMENT_THRESHOLD", 0.4))
+        if study is not None:
+            return study_threshold(study)
+        return float(getattr(settings, "AGREEMENT_THRESHOLD", protocols.DEFAULT_AGREEMENT_THRESHOLD))
     return value
 
 

@@ -47,6 +47,11 @@ UNUSUAL_SENSE = ("none", "some")  # none or little / moderate
 DESCRIPTION_EDITORS = ("CycleDiffusion", "DiffEdit", "Pix2PixZero", "Prompt2prompt", "SDEdit", "Text2Live", "Imagic")
 PAIRWISE_CHOICES = ("A", "B", "tie", "both_bad")
 YES, NO = "yes", "no"
+# Krippendorff's α at or above this counts as acceptable agreement on the dashboard. Every
+# protocol accepts an optional ``agreement_threshold`` setting in (0, 1]; a study without one
+# follows the site's AGREEMENT_THRESHOLD, whose default is this value.
+DEFAULT_AGREEMENT_THRESHOLD = 0.4
+OPTIONAL_SETTINGS = ("agreement_threshold",)
 
 
 class ProtocolError(ValueError):
@@ -82,10 +87,14 @@ class Protocol:
 
     def clean_settings(self, settings: dict | None) -> dict:
         merged = {**self.default_settings, **(settings or {})}
-        _check_keys("setting", merged, set(self.default_settings))
+        _check_keys("setting", merged, set(self.default_settings) | set(OPTIONAL_SETTINGS))
         share = merged.get("gold_share", 0.0)
         if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share < 1:
             raise ProtocolError(f"gold_share must be a number in [0, 1), got {share!r}")
+        if "agreement_threshold" in merged:
+            threshold = merged["agreement_threshold"]
+            if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold <= 1:
+                raise ProtocolError(f"agreement_threshold must be a number in (0, 1], got {threshold!r}")
         return merged
 
     def dimensions(self, settings: dict) -> list[Dimension]:

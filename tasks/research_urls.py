@@ -10,5 +10,6 @@ urlpatterns = [
     path("<slug:slug>/leaderboard/", views.study_leaderboard, name="research-leaderboard"),
     path("<slug:slug>/plots/<str:name>.svg", views.study_plot, name="research-plot"),
     path("<slug:slug>/export.zip", views.study_export, name="research-export"),
+    path("<slug:slug>/settings/", views.study_settings, name="research-study-settings"),
     path("<slug:slug>/<str:action>/", views.study_action, name="research-study-action"),
 ]

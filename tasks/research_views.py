@@ -28,7 +28,14 @@ from analysis.zmos import item_mos
 from tasks import protocols
 from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
 from tasks.models import Study
-from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
+from tasks.study_services import (
+    StudyActionRefused,
+    study_clone,
+    study_close,
+    study_publish,
+    study_threshold_set,
+    user_is_researcher,
+)
 
 PLOTS = ("histograms", "sc-pq", "mos", "alpha")
 
@@ -90,13 +97,15 @@ def study_new(request: HttpRequest) -> HttpResponse:
 
 
 def _live_context(request: HttpRequest, study: Study) -> dict:
-    threshold = dashboard.agreement_threshold(request.GET.get("threshold"))
+    threshold = dashboard.agreement_threshold(request.GET.get("threshold"), study)
     dims, agreement = dashboard.agreement_grid(study, threshold)
     standings, raters = dashboard.rater_quality(study)
     return {
         "study": study,
         "progress": dashboard.progress(study),
         "threshold": threshold,
+        "study_threshold": dashboard.study_threshold(study),
+        "threshold_is_own": "agreement_threshold" in (study.settings or {}),
         "agreement_level": dashboard.agreement_level(study),
         "dims": dims,
         "agreement": agreement,
@@ -117,6 +126,32 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     if study.protocol == protocols.PAIRWISE:
         context["plots"] = []
     return render(request, "research/dashboard.html", context)
+
+
+class ThresholdForm(forms.Form):
+    agreement_threshold = forms.FloatField(
+        required=False,
+        help_text="α at or above this is shown as acceptable; empty = the site default",
+    )
+
+
+@researcher_required
+@require_POST
+def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """Change the study's analysis settings (the agreement threshold) from its dashboard."""
+    study = _get_study_for_user(request, slug)
+    form = ThresholdForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Agreement threshold: " + " ".join(form.errors["agreement_threshold"]))
+        return redirect("research-study", slug=study.slug)
+    try:
+        study = study_threshold_set(study=study, threshold=form.cleaned_data["agreement_threshold"])
+    except StudyActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        value = dashboard.study_threshold(study)
+        messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
+    return redirect("research-study", slug=study.slug)
 
 
 @researcher_required
@@ -228,7 +263,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
     else:
         svg = plots.alpha_over_time(dashboard.alpha_series(study),
-                                    threshold=dashboard.agreement_threshold(request.GET.get("threshold")))
+                                    threshold=dashboard.agreement_threshold(request.GET.get("threshold"), study))
     return HttpResponse(svg, content_type="image/svg+xml")
 
 

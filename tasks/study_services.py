@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.text import slugify
 
+from tasks import protocols
 from tasks.models import Comparison, ConditionImage, GenModel, GoldAnswer, Instance, Item, Study
 
 
@@ -48,6 +49,29 @@ def study_close(*, study: Study) -> Study:
         raise StudyActionRefused(f"{study.slug} is {study.get_state_display().lower()}, not open")
     study.state = Study.State.CLOSED
     study.save(update_fields=["state"])
+    return study
+
+
+@transaction.atomic
+def study_threshold_set(*, study: Study, threshold: float | None) -> Study:
+    """Set the study's agreement threshold (α at or above it is shown as acceptable), in any state.
+
+    It only changes how results are coloured, never what raters see, so open studies may change
+    it. ``None`` removes it and the study follows the site default (``AGREEMENT_THRESHOLD``).
+    The value is checked by the protocol: a number in (0, 1].
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    settings = dict(study.settings or {})
+    if threshold is None:
+        settings.pop("agreement_threshold", None)
+    else:
+        settings["agreement_threshold"] = threshold
+        try:
+            study.protocol_def.clean_settings(settings)
+        except protocols.ProtocolError as exc:
+            raise StudyActionRefused(str(exc)) from None
+    study.settings = settings
+    study.save(update_fields=["settings"])
     return study
 
 

@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from analysis.models import Judge, JudgeRun
@@ -72,6 +73,71 @@ def test_agreement_cells_are_coloured_against_a_configurable_threshold(client, s
     assert "agree-low" in strict and 'class="agree-ok"' not in strict.split("<tbody>", 2)[2].split("</table>")[0]
     assert strict.count('class="agree-ok"') < lenient.count('class="agree-ok"')
     assert "below -0.99" in lenient
+
+
+def _live_table(page: str) -> str:
+    return page.split('class="table agreement"', 1)[1].split("<tbody>", 1)[1].split("</table>", 1)[0]
+
+
+def test_a_researcher_sets_the_studys_own_threshold_and_the_colouring_follows_it(client, study, researcher, settings):
+    settings.AGREEMENT_THRESHOLD = -0.99  # site default: every defined α would count as acceptable
+    client.force_login(researcher)
+    url = reverse("research-study", args=[study.slug])
+    assert "agree-low" not in _live_table(client.get(url).content.decode())
+    assert "is the site default" in client.get(url).content.decode()
+
+    response = client.post(reverse("research-study-settings", args=[study.slug]), {"agreement_threshold": "0.99"},
+                           follow=True)
+    assert "Agreement threshold for t2i is now 0.99" in response.content.decode()
+    study.refresh_from_db()
+    assert study.settings["agreement_threshold"] == 0.99
+    page = client.get(url).content.decode()
+    assert "agree-low" in _live_table(page) and 'class="agree-ok"' not in _live_table(page)
+    assert "set for this study" in page
+    # ?threshold= still overrides for one view, without changing the study
+    lenient = client.get(url + "?threshold=-0.99").content.decode()
+    assert "agree-low" not in _live_table(lenient) and "for this view only" in lenient
+
+    client.post(reverse("research-study-settings", args=[study.slug]), {"agreement_threshold": ""})
+    study.refresh_from_db()
+    assert "agreement_threshold" not in study.settings
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.2", "abc"])
+def test_a_threshold_outside_0_to_1_is_refused_with_a_message_and_nothing_stored(client, study, researcher, value):
+    client.force_login(researcher)
+    response = client.post(reverse("research-study-settings", args=[study.slug]), {"agreement_threshold": value},
+                           follow=True)
+    text = response.content.decode()
+    assert "agreement_threshold must be a number in (0, 1]" in text or "Enter a number" in text
+    study.refresh_from_db()
+    assert "agreement_threshold" not in study.settings
+
+
+def test_an_outsider_cannot_change_a_studys_threshold(client, study):
+    outsider = make_user("outsider")
+    outsider.user_permissions.add(Permission.objects.get(codename="add_study"))
+    client.force_login(outsider)
+    response = client.post(reverse("research-study-settings", args=[study.slug]), {"agreement_threshold": "0.9"})
+    assert response.status_code == 404
+    study.refresh_from_db()
+    assert "agreement_threshold" not in study.settings
+
+
+def test_a_study_built_without_a_threshold_follows_the_site_default_and_one_built_with_it_keeps_it(client, researcher,
+                                                                                                   settings):
+    researcher.user_permissions.add(Permission.objects.get(codename="add_study"))
+    client.force_login(researcher)
+    settings.AGREEMENT_THRESHOLD = 0.55
+    client.post(reverse("research-study-new"), _form())
+    plain = Study.objects.get(slug="from-page")
+    assert "agreement_threshold" not in plain.protocol_settings
+    assert "≥ 0.55" in client.get(reverse("research-study", args=[plain.slug])).content.decode()
+    client.post(reverse("research-study-new"), _form(slug="own", settings='{"agreement_threshold": 0.7}'))
+    assert Study.objects.get(slug="own").settings["agreement_threshold"] == 0.7
+    refused = client.post(reverse("research-study-new"), _form(slug="bad", settings='{"agreement_threshold": 2}'))
+    assert "agreement_threshold must be a number in (0, 1]" in refused.content.decode()
+    assert not Study.objects.filter(slug="bad").exists()
 
 
 def test_publish_close_and_clone_buttons_call_the_services(client, study, researcher):
