@@ -7,8 +7,10 @@ Inputs are reliability matrices: rows = raters, columns = units (items),
 Both coefficients are computed from per-unit category counts, which makes a
 bootstrap over units cheap: a bootstrap replicate is just a vector of unit
 weights (how often each unit was drawn), and the coincidence matrix of the
-replicate is a weighted sum of per-unit coincidence matrices. So 1,000
-replicates cost one matrix product instead of 1,000 calls.
+replicate is a weighted sum of per-unit coincidence matrices. Units with the
+same category counts are collapsed into one pattern first, so 1,000 replicates
+cost one multinomial draw and one matrix product, shared by every level of
+alpha and by kappa (:func:`agreement_estimates`).
 
 Point estimates of alpha come from the ``krippendorff`` package (the
 reference implementation); our coincidence code reproduces it to 1e-9 and is
@@ -83,7 +85,8 @@ def _unit_counts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(values):
         unit_idx = np.broadcast_to(np.arange(n_units), data.shape)[present]
         value_idx = np.searchsorted(values, data[present])
-        np.add.at(counts, (unit_idx, value_idx), 1)
+        flat = np.bincount(unit_idx * len(values) + value_idx, minlength=n_units * len(values))
+        counts = flat.reshape(n_units, len(values)).astype(float)
     return counts, values
 
 
@@ -99,15 +102,32 @@ def _undefined_reason(counts: np.ndarray, values: np.ndarray) -> str | None:
     return None
 
 
-def _bootstrap_weights(n_units: int, n_boot: int, seed: int) -> Iterable[np.ndarray]:
-    """Yield chunks of multinomial unit weights (replicates x units)."""
+def _bootstrap_weights(frequency: np.ndarray, n_boot: int, seed: int) -> Iterable[np.ndarray]:
+    """Yield chunks of replicate weights (replicates x patterns).
+
+    ``frequency[k]`` is how many units share count pattern k (units with the same category
+    counts contribute identically, so they are collapsed first). A replicate resamples all
+    units with replacement; its weight for pattern k is how many drawn units have that pattern.
+    With few patterns (Likert data: a few hundred patterns for 50,000 units) this is one
+    multinomial draw over the patterns; with many, unit indices are drawn and counted.
+    """
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_units, 1)))
+    n_units, n_patterns = int(frequency.sum()), len(frequency)
+    few = n_patterns * 8 <= n_units
+    if not few:
+        pattern_of_unit = np.repeat(np.arange(n_patterns, dtype=np.int64), frequency.astype(int))
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_patterns if few else n_units, 1)))
     done = 0
     while done < n_boot:
         size = min(chunk, n_boot - done)
         done += size
-        yield rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=size).astype(float)
+        if few:
+            yield rng.multinomial(n_units, frequency / n_units, size=size).astype(float)
+            continue
+        # int32 draws are several times faster than the default int64 (fine below 2**31 units)
+        draws = pattern_of_unit[rng.integers(0, n_units, size=(size, n_units), dtype=np.int32)]
+        draws += (np.arange(size) * n_patterns)[:, None]
+        yield np.bincount(draws.ravel(), minlength=size * n_patterns).reshape(size, n_patterns).astype(float)
 
 
 def _percentile_ci(replicates: np.ndarray, n_boot: int) -> tuple[tuple[float, float] | None, str | None]:
@@ -121,22 +141,44 @@ def _percentile_ci(replicates: np.ndarray, n_boot: int) -> tuple[tuple[float, fl
 # ---------------------------------------------------------------- Krippendorff
 
 
-def _alpha_from_weights(counts: np.ndarray, values: np.ndarray, weights: np.ndarray, level: str) -> np.ndarray:
-    """Alpha for each row of ``weights`` (replicates x units); NaN if undefined."""
+def _unit_features(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pairable unit (>= 2 ratings), everything both coefficients sum over units.
+
+    Returns (pairable mask over all units, features U' x (V*V + V + 3)):
+    the unit's coincidence contributions (n_uc n_uk - [c==k] n_uc) / (m_u - 1) as V*V columns,
+    then Fleiss' per-unit agreement P_u, the V category counts, m_u and 1. A bootstrap
+    replicate with unit weights w is then ``w @ features``: one matrix product for every level
+    of alpha and for kappa together.
+    """
     m = counts.sum(axis=1)
     pairable = m >= 2
-    c = counts[pairable]
-    f = weights[:, pairable] / (m[pairable] - 1)
-    # Coincidence matrix o[b, c, k] = sum_u w_u (n_uc n_uk - [c==k] n_uc) / (m_u - 1)
-    o = np.einsum("bu,uc,uk->bck", f, c, c, optimize=True)
-    diag = f @ c
-    idx = np.arange(len(values))
-    o[:, idx, idx] -= diag
+    c, mp = counts[pairable], m[pairable]
+    n_values = c.shape[1]
+    coincidence = c[:, :, None] * c[:, None, :]
+    idx = np.arange(n_values)
+    coincidence[:, idx, idx] -= c
+    coincidence /= (mp - 1)[:, None, None]
+    agreement = ((c**2).sum(axis=1) - mp) / (mp * (mp - 1))
+    features = np.hstack([coincidence.reshape(len(c), -1), agreement[:, None], c, mp[:, None],
+                          np.ones((len(c), 1))])
+    return pairable, features
+
+
+def _weighted_sums(counts: np.ndarray, weights: Iterable[np.ndarray]) -> np.ndarray:
+    """``weights @ features`` for every chunk of replicates, stacked (replicates x features)."""
+    pairable, features = _unit_features(counts)
+    return np.vstack([w[:, pairable] @ features for w in weights])
+
+
+def _alpha_from_sums(sums: np.ndarray, values: np.ndarray, level: str) -> np.ndarray:
+    """Alpha per replicate from :func:`_weighted_sums` rows; NaN where undefined."""
+    n_values = len(values)
+    o = sums[:, : n_values * n_values].reshape(-1, n_values, n_values)
+    idx = np.arange(n_values)
     n_c = o.sum(axis=2)
     n = n_c.sum(axis=1)
-
     if level == "nominal":
-        delta = np.broadcast_to(1.0 - np.eye(len(values)), o.shape)
+        delta = np.broadcast_to(1.0 - np.eye(n_values), o.shape)
     elif level == "interval":
         delta = np.broadcast_to((values[:, None] - values[None, :]) ** 2, o.shape)
     elif level == "ratio":
@@ -152,12 +194,76 @@ def _alpha_from_weights(counts: np.ndarray, values: np.ndarray, weights: np.ndar
         delta = (between - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2
     else:
         raise ValueError(f"unknown level of measurement {level!r}; use one of {LEVELS}")
-
     observed = (o * delta).sum(axis=(1, 2))
     expected = (n_c[:, :, None] * n_c[:, None, :] * delta).sum(axis=(1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = 1.0 - (n - 1) * observed / expected
     return np.where(expected > 0, alpha, np.nan)
+
+
+def _kappa_from_sums(sums: np.ndarray, n_values: int) -> np.ndarray:
+    """Fleiss' kappa per replicate from :func:`_weighted_sums` rows; NaN where undefined."""
+    start = n_values * n_values
+    p_sum, c_sum = sums[:, start], sums[:, start + 1 : start + 1 + n_values]
+    m_sum, total_w = sums[:, -2], sums[:, -1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_bar = p_sum / total_w
+        p_c = c_sum / m_sum[:, None]
+        p_e = (p_c**2).sum(axis=1)
+        kappa = (p_bar - p_e) / (1.0 - p_e)
+    return np.where(np.isclose(p_e, 1.0) | (total_w == 0), np.nan, kappa)
+
+
+def _alpha_from_weights(counts: np.ndarray, values: np.ndarray, weights: np.ndarray, level: str) -> np.ndarray:
+    """Alpha for each row of ``weights`` (replicates x units); NaN if undefined."""
+    return _alpha_from_sums(_weighted_sums(counts, [weights]), values, level)
+
+
+def agreement_estimates(
+    matrix: np.ndarray,
+    *,
+    levels: Iterable[Level] = ("nominal", "ordinal", "interval"),
+    kappa: bool = True,
+    n_boot: int = 0,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """Alpha at each level (keys ``alpha_<level>``) and Fleiss' kappa (``fleiss_kappa``) of one
+    raters x units matrix, sharing the unit counts and the bootstrap replicates.
+
+    Point estimates of alpha come from the ``krippendorff`` package. With ``n_boot > 0`` every
+    coefficient gets a percentile 95 % CI over the same resampled units (seeded): one matrix
+    product per chunk of replicates serves all levels and kappa.
+    """
+    levels = list(levels)
+    for level in levels:
+        if level not in LEVELS:
+            raise ValueError(f"unknown level of measurement {level!r}; use one of {LEVELS}")
+    names = [f"alpha_{level}" for level in levels] + (["fleiss_kappa"] if kappa else [])
+    counts, values = _unit_counts(matrix)
+    n_pairable = int((counts.sum(axis=1) >= 2).sum())
+    reason = _undefined_reason(counts, values)
+    if reason:
+        return {name: Estimate(None, None, reason, n_pairable) for name in names}
+    snapped = np.round(np.asarray(matrix, dtype=float), SNAP_DECIMALS)
+    point = {
+        f"alpha_{level}": float(krippendorff.alpha(reliability_data=snapped, level_of_measurement=level))
+        for level in levels
+    }
+    if kappa:
+        point["fleiss_kappa"] = float(_kappa_from_sums(_weighted_sums(counts, [np.ones((1, counts.shape[0]))]),
+                                                       len(values))[0])
+    if n_boot <= 0:
+        return {name: Estimate(point[name], None, None, n_pairable) for name in names}
+    patterns, frequency = np.unique(counts, axis=0, return_counts=True)
+    sums = _weighted_sums(patterns, _bootstrap_weights(frequency, n_boot, seed))
+    replicates = {f"alpha_{level}": _alpha_from_sums(sums, values, level) for level in levels}
+    if kappa:
+        replicates["fleiss_kappa"] = _kappa_from_sums(sums, len(values))
+    out = {}
+    for name in names:
+        ci, ci_reason = _percentile_ci(replicates[name], n_boot)
+        out[name] = Estimate(point[name], ci, ci_reason, n_pairable)
+    return out
 
 
 def krippendorff_alpha(
@@ -172,45 +278,10 @@ def krippendorff_alpha(
     """
     if level not in LEVELS:
         raise ValueError(f"unknown level of measurement {level!r}; use one of {LEVELS}")
-    counts, values = _unit_counts(matrix)
-    n_pairable = int((counts.sum(axis=1) >= 2).sum())
-    reason = _undefined_reason(counts, values)
-    if reason:
-        return Estimate(None, None, reason, n_pairable)
-    value = float(
-        krippendorff.alpha(
-            reliability_data=np.round(np.asarray(matrix, dtype=float), SNAP_DECIMALS),
-            level_of_measurement=level,
-        )
-    )
-    if n_boot <= 0:
-        return Estimate(value, None, None, n_pairable)
-    replicates = np.concatenate(
-        [
-            _alpha_from_weights(counts, values, w, level)
-            for w in _bootstrap_weights(counts.shape[0], n_boot, seed)
-        ]
-    )
-    ci, ci_reason = _percentile_ci(replicates, n_boot)
-    return Estimate(value, ci, ci_reason, n_pairable)
+    return agreement_estimates(matrix, levels=[level], kappa=False, n_boot=n_boot, seed=seed)[f"alpha_{level}"]
 
 
 # ---------------------------------------------------------------- Fleiss
-
-
-def _kappa_from_weights(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    m = counts.sum(axis=1)
-    pairable = m >= 2
-    c, m = counts[pairable], m[pairable]
-    w = weights[:, pairable]
-    agreement = ((c**2).sum(axis=1) - m) / (m * (m - 1))  # P_i per unit
-    total_w = w.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_bar = (w @ agreement) / total_w
-        p_c = (w @ c) / (w @ m)[:, None]
-        p_e = (p_c**2).sum(axis=1)
-        kappa = (p_bar - p_e) / (1.0 - p_e)
-    return np.where(np.isclose(p_e, 1.0) | (total_w == 0), np.nan, kappa)
 
 
 def fleiss_kappa(matrix: np.ndarray, *, n_boot: int = 0, seed: int = 0) -> Estimate:
@@ -223,19 +294,7 @@ def fleiss_kappa(matrix: np.ndarray, *, n_boot: int = 0, seed: int = 0) -> Estim
     (P-bar - sum p_j^2) / (1 - sum p_j^2). With a constant number of raters
     this is exactly Fleiss (1971).
     """
-    counts, values = _unit_counts(matrix)
-    n_pairable = int((counts.sum(axis=1) >= 2).sum())
-    reason = _undefined_reason(counts, values)
-    if reason:
-        return Estimate(None, None, reason, n_pairable)
-    value = float(_kappa_from_weights(counts, np.ones((1, counts.shape[0])))[0])
-    if n_boot <= 0:
-        return Estimate(value, None, None, n_pairable)
-    replicates = np.concatenate(
-        [_kappa_from_weights(counts, w) for w in _bootstrap_weights(counts.shape[0], n_boot, seed)]
-    )
-    ci, ci_reason = _percentile_ci(replicates, n_boot)
-    return Estimate(value, ci, ci_reason, n_pairable)
+    return agreement_estimates(matrix, levels=[], kappa=True, n_boot=n_boot, seed=seed)["fleiss_kappa"]
 
 
 # ---------------------------------------------------------------- tables
@@ -276,12 +335,7 @@ def agreement_table(
         key = key if isinstance(key, tuple) else (key,)
         for dimension in scores:
             matrix = reliability_matrix(group, score=dimension, rater=rater, item=unit)
-            estimates = {
-                f"alpha_{level}": krippendorff_alpha(matrix, level=level, n_boot=n_boot, seed=seed)
-                for level in levels
-            }
-            if kappa:
-                estimates["fleiss_kappa"] = fleiss_kappa(matrix, n_boot=n_boot, seed=seed)
+            estimates = agreement_estimates(matrix, levels=levels, kappa=kappa, n_boot=n_boot, seed=seed)
             for measure, est in estimates.items():
                 rows.append(
                     (

@@ -115,3 +115,22 @@ def test_alpha_never_exceeds_one_and_is_none_or_finite(data, level):
         assert estimate.reason
     else:
         assert np.isfinite(estimate.value) and estimate.value <= 1.0 + 1e-12
+
+
+def test_collapsing_units_with_equal_counts_into_patterns_keeps_alpha_and_kappa():
+    from analysis.agreement import _alpha_from_sums, _kappa_from_sums, _weighted_sums, agreement_estimates
+
+    rng = np.random.default_rng(11)
+    data = rng.integers(1, 4, size=(5, 400)).astype(float)
+    data[rng.random(data.shape) < 0.2] = np.nan
+    counts, values = _unit_counts(data)
+    patterns, frequency = np.unique(counts, axis=0, return_counts=True)
+    assert len(patterns) < len(counts)
+    sums = _weighted_sums(patterns, [frequency[None, :].astype(float)])
+    point = agreement_estimates(data, levels=LEVELS, kappa=True)
+    for level in LEVELS:
+        assert _alpha_from_sums(sums, values, level)[0] == pytest.approx(point[f"alpha_{level}"].value, abs=1e-9)
+    assert _kappa_from_sums(sums, len(values))[0] == pytest.approx(point["fleiss_kappa"].value, abs=1e-12)
+    with_ci = agreement_estimates(data, levels=LEVELS, kappa=True, n_boot=300, seed=1)
+    for estimate in with_ci.values():
+        assert estimate.ci95[0] < estimate.value < estimate.ci95[1]

@@ -61,6 +61,35 @@ def test_imagic_with_sc_zero_everywhere_gives_nulls_with_reasons_and_strict_json
     json.dumps(report, allow_nan=False)  # raises on any NaN or inf
 
 
+def test_agreement_carries_bootstrap_cis_over_items_per_model_and_per_study(shared_datasets):
+    report = build_report(imported(shared_datasets, "Text-Guided_IE"), judges=False, n_boot=300)
+    overall = cell(report, "MagicBrush", "O")
+    for level in ("nominal", "ordinal", "interval"):
+        low, high = overall["alpha_ci95"][level]
+        assert low <= overall["alpha"][level] <= high and high - low < 0.5
+    low, high = overall["alpha_ci95"]["ordinal"]
+    assert low < 0.67 < high  # ImagenHub's published Kd inside our interval
+    assert overall["fleiss_kappa_ci95"][0] <= overall["fleiss_kappa"] <= overall["fleiss_kappa_ci95"][1]
+    study = report["study_level"]["dimensions"]["O"]
+    assert study["alpha_ci95"]["ordinal"][0] < study["alpha"]["ordinal"] < study["alpha_ci95"]["ordinal"][1]
+    assert study["fleiss_kappa_ci95"][0] < study["fleiss_kappa"] < study["fleiss_kappa_ci95"][1]
+    # Imagic's SC is 0 everywhere: no coefficient, so no interval either, each with its reason
+    imagic = cell(report, "Imagic", "SC")
+    assert imagic["alpha_ci95"] == {"nominal": None, "ordinal": None, "interval": None}
+    assert imagic["fleiss_kappa_ci95"] is None
+    assert any(r.startswith("models.Imagic.dimensions.SC.alpha_ci95.ordinal: only one value present")
+               for r in report["reasons"])
+    assert any(r.startswith("models.Imagic.dimensions.SC.fleiss_kappa_ci95: only one value present")
+               for r in report["reasons"])
+    json.dumps(report, allow_nan=False)
+    # same seed, same intervals; n_boot=0 leaves them null with a reason
+    again = build_report(Study.objects.get(slug="Text-Guided_IE"), judges=False, n_boot=300)
+    assert cell(again, "MagicBrush", "O")["alpha_ci95"] == overall["alpha_ci95"]
+    bare = build_report(Study.objects.get(slug="Text-Guided_IE"), judges=False, n_boot=0)
+    assert cell(bare, "MagicBrush", "O")["alpha_ci95"]["ordinal"] is None
+    assert "models.MagicBrush.dimensions.O.alpha_ci95.ordinal: n_boot = 0: no bootstrap interval" in bare["reasons"]
+
+
 def test_report_on_multi_subject_composition_reproduces_customdiffusion(shared_datasets):
     report = build_report(imported(shared_datasets, "Multi-Subject_IG"), judges=False)
     got = [round(cell(report, "CustomDiffusion", d)[k], 2) for d in ("SC", "PQ", "O") for k in ("mean", "std_between_raters")]

@@ -18,12 +18,18 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the JSON document (schema in the README)")
         parser.add_argument("--include-excluded", action="store_true", help="Keep blocked raters in the analysis")
         parser.add_argument("--no-judges", action="store_true", help="Skip judge-vs-human correlations")
+        parser.add_argument("--n-boot", type=int, default=1000,
+                            help="Bootstrap replicates for the agreement and pairwise CIs (0 = no CIs; default 1000)")
+        parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap (default 0)")
 
-    def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, **options):
+    def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
+               **options):
         found = Study.objects.filter(slug=study).first()
         if found is None:
             raise CommandError(f"no study with slug {study!r}")
-        report = build_report(found, include_excluded=include_excluded, judges=not no_judges)
+        if n_boot < 0:
+            raise CommandError("--n-boot must be 0 or more")
+        report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed)
         if json:
             self.stdout.write(_dumps(report))
             return
