@@ -126,6 +126,12 @@ class QualityPolicy(models.Model):
         help_text="Action for behaviour flags (too fast, straight-lining, consensus, BT.500)",
     )
     behaviour_min_flags = models.PositiveSmallIntegerField(default=2, help_text="Behaviour flags needed for the action")
+    rules_after_session = models.BooleanField(
+        default=True, help_text="Run every rule (a background job) when a rater finishes a session of screens"
+    )
+    rules_every_ratings = models.PositiveIntegerField(
+        default=50, help_text="Also run every rule after this many new ratings in the study; 0 = never"
+    )
 
     class Meta:
         verbose_name_plural = "quality policies"
@@ -154,6 +160,25 @@ class QualityPolicy(models.Model):
             return study.quality_policy
         except cls.DoesNotExist:
             return cls(study=study)
+
+
+class QualityRulesSchedule(models.Model):
+    """When a study's rules last ran automatically, and what is due.
+
+    ``ratings_since_run`` counts ratings recorded since the last run was queued; ``queued`` is set
+    while a run waits for a worker, so a burst of triggers queues one job, not one per rating.
+    """
+
+    study = models.OneToOneField("tasks.Study", on_delete=models.CASCADE, related_name="quality_rules_schedule")
+    ratings_since_run = models.PositiveIntegerField(default=0)
+    queued = models.BooleanField(default=False)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    runs = models.PositiveIntegerField(default=0)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_actions = models.PositiveIntegerField(default=0, help_text="Raters the last run acted on")
+
+    def __str__(self) -> str:
+        return f"Rule schedule of {self.study}"
 
 
 class RaterStanding(models.Model):

@@ -6,9 +6,29 @@ and why. Automatic rules never overrule a person: a rater a researcher approved 
 
 from __future__ import annotations
 
-from django.db import transaction
+import logging
+from datetime import timedelta
+from functools import partial
 
-from raters.models import AttentionCheck, AttentionResult, Decision, QualityPolicy, Rater, RaterAction, RaterStanding
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from raters.models import (
+    AttentionCheck,
+    AttentionResult,
+    Decision,
+    QualityPolicy,
+    QualityRulesSchedule,
+    Rater,
+    RaterAction,
+    RaterStanding,
+)
+
+logger = logging.getLogger(__name__)
+# A run queued longer ago than this is taken as lost (broker restarted, worker killed before it
+# started): the next trigger queues a new one. Well above the job's hard time limit.
+STALE_QUEUE = timedelta(minutes=30)
 
 _STATE_FOR = {
     Decision.APPROVE: RaterStanding.State.APPROVED,
@@ -153,4 +173,73 @@ def rating_recorded(*, rating) -> list[str]:
                 "answers": rating.answers,
             },
         )
-    return rater_rules_apply(rater=rating.rater, study=rating.study)
+    taken = rater_rules_apply(rater=rating.rater, study=rating.study)
+    _schedule_study_rules(rating)
+    return taken
+
+
+def _schedule_study_rules(rating) -> None:
+    """Count the rating toward the study's automatic rule runs, after the rating commits."""
+    study = rating.study
+    policy = QualityPolicy.for_study(study)
+    if not (policy.rules_after_session or policy.rules_every_ratings):
+        return
+    from tasks.models import Assignment
+
+    session_finished = (
+        policy.rules_after_session
+        and not Assignment.objects.filter(rater=rating.rater, study=study, state=Assignment.State.LEASED).exists()
+        and not rating.revisions.exists()  # an edit after the session is not a second finish
+    )
+    transaction.on_commit(partial(
+        quality_rules_tick, study_id=study.pk, session_finished=session_finished, every=policy.rules_every_ratings,
+    ))
+
+
+def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now=None) -> bool:
+    """One more rating in the study: queue the study's rules when a session just finished or
+    ``every`` ratings have come in since the last run. Returns True when a run was queued.
+
+    Runs after the rating's commit (``transaction.on_commit``), so the job sees the rating. Only
+    one run waits at a time: the ``queued`` flag is claimed with a conditional UPDATE, so a burst
+    of finishing raters queues one job. Counting happens outside the rating's transaction, so
+    the schedule row is never locked while a rater's request is in flight.
+    """
+    now = now or timezone.now()
+    rows = QualityRulesSchedule.objects.filter(study_id=study_id)
+    if not rows.update(ratings_since_run=F("ratings_since_run") + 1):
+        QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": 1})
+    claim = rows.filter(Q(queued=False) | Q(queued_at__isnull=True) | Q(queued_at__lt=now - STALE_QUEUE))
+    if not session_finished:
+        if not every:
+            return False
+        claim = claim.filter(ratings_since_run__gte=every)
+    if not claim.update(queued=True, queued_at=now, ratings_since_run=0):
+        return False
+    from raters.jobs import apply_quality_rules_job
+
+    try:
+        apply_quality_rules_job.delay(study_id)
+    except Exception:  # broker down: ratings must not fail for it; the next trigger tries again
+        logger.exception("could not queue the quality rules of study %s", study_id)
+        rows.update(queued=False)
+        return False
+    return True
+
+
+def quality_rules_run(*, study_id: int) -> dict | None:
+    """Run every rule of the study (the job's body). Idempotent: rules only ever make a standing
+    more severe and skip raters already there. Returns a summary, or None when the study is gone."""
+    from tasks.models import Study
+
+    study = Study.objects.filter(pk=study_id).first()
+    if study is None:
+        return None
+    # Ratings that arrive while this run works may queue the next one.
+    if not QualityRulesSchedule.objects.filter(study_id=study_id).update(queued=False):
+        QualityRulesSchedule.objects.get_or_create(study_id=study_id)
+    taken = study_rules_apply(study=study)
+    QualityRulesSchedule.objects.filter(study_id=study_id).update(
+        runs=F("runs") + 1, last_run_at=timezone.now(), last_run_actions=len(taken)
+    )
+    return {"study": study_id, "acted_on": sorted(taken)}

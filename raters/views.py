@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from analysis.quality import FLAG_LABELS
 from raters import gold as gold_service
-from raters.models import Decision, Rater, RaterAction, RaterStanding
+from raters.models import Decision, QualityPolicy, QualityRulesSchedule, Rater, RaterAction, RaterStanding
 from raters.plots import score_distribution_svg
 from raters.quality import RaterRow, rater_rows, study_frame
 from raters.services import DecisionRefused, rater_decide, study_rules_apply
@@ -95,6 +95,8 @@ def rater_list(request: HttpRequest, slug: str) -> HttpResponse:
             "flag": flag,
             "states": RaterStanding.State.choices + [("excluded", "Excluded from analysis")],
             "flag_choices": [("any", "Any flag"), ("none", "No flag"), *FLAG_LABELS.items()],
+            "policy": QualityPolicy.for_study(study),
+            "schedule": QualityRulesSchedule.objects.filter(study=study).first(),
         },
     )
 

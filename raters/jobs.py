@@ -1,0 +1,28 @@
+"""Celery jobs of the raters app. They take ids, are idempotent and have time limits.
+
+``apply_quality_rules_job`` runs every rule of a study (gold accuracy, attention checks and the
+behaviour flags that need everyone's ratings: too fast, straight-lining, low agreement, BT.500).
+It is queued by :func:`raters.services.quality_rules_tick` after a rater finishes a session or
+every N ratings (``QualityPolicy``), with ``transaction.on_commit``. In eager mode (no broker,
+the embedded default) it runs right after the rating's commit, in the same request.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from raters import services
+
+# Rules over a study of EvalMi size (tens of thousands of ratings) take seconds; a run cut by the
+# limit changes nothing (the rules run in one transaction) and the next trigger runs them again.
+SOFT_LIMIT_SECONDS = 300
+HARD_LIMIT_SECONDS = SOFT_LIMIT_SECONDS + 60
+
+
+@shared_task(acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
+def apply_quality_rules_job(study_id: int) -> dict | None:
+    try:
+        return services.quality_rules_run(study_id=study_id)
+    except SoftTimeLimitExceeded:
+        return None
