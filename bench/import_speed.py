@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.import_speed
 
 Writes through the importers' own writer (analysis.importers._store_ratings → fast_insert, COPY
-on PostgreSQL) inside one transaction, as every importer does. Target: ≥ 100K rows/s.
+on PostgreSQL) inside one transaction, as every importer does. Target: ≥ 100K rows/s. One Rating
+row holds both dimensions, so rows/s and scores/s (2 per row) are both printed.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def main() -> int:
 
         connections.close_all()
     rate = len(rows) / seconds
-    print(f"import: {len(rows):,} rows in {seconds:.2f} s = {rate:,.0f} rows/s ({2 * rate:,.0f} scores/s); "
-          f"target ≥ 100,000 rows/s: {verdict(rate >= 100_000)}")
+    print(f"import: {len(rows):,} Rating rows ({2 * len(rows):,} scores) in {seconds:.2f} s")
+    print(f"  {rate:,.0f} Rating rows/s: target ≥ 100,000 rows/s {verdict(rate >= 100_000)}")
+    print(f"  {2 * rate:,.0f} scores/s (the issue's '1.6M ratings' counts scores): {verdict(2 * rate >= 100_000)}")
     print(NOISE_NOTE)
     return 0 if rate >= 100_000 else 1
 

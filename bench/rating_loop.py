@@ -2,13 +2,14 @@
 
     .venv/bin/python -m bench.rating_loop [--seconds 8] [--workers 4] [--items 2000]
 
-Each simulated rater enters through a Prolific link, consents, reads the instructions (not timed),
-then loops "next item + submit": GET its screen, POST the SC/PQ answers, follow the redirect to the
+Each simulated rater enters through a Prolific link, consents, reads the instructions and gets its
+first session claimed (not in the measured loop; the claim latency of all raters arriving at once is
+printed separately), then loops "next item + submit": GET its screen, POST the SC/PQ answers, follow the redirect to the
 next screen, ask for another session (POST /more) when one ends. Closed loop (no think time) at
 16 / 64 / 200 raters gives throughput at saturation; the same number of clients hammers
 ``/bench/bare`` (bench/urls.py: middleware + one SELECT) for the ratio. Latency at 64 raters is
-also measured paced (each rater waits ``--think`` seconds between requests, still far faster
-than people rate), because in a closed loop with no think time p95 is only queueing:
+also measured paced (each rater waits ``--think`` seconds, default 4, between requests: about 8 s
+per rated image, faster than people rate with a prompt to read), because in a closed loop with no think time p95 is only queueing:
 64 clients / throughput.
 
 Afterwards: no item has more live assignments or ratings than its quota, and no (rater, item)
@@ -37,6 +38,7 @@ SLUG = "bench-loop"
 RATERS_PER_ITEM = 3
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 _FIELD = re.compile(r'name="(a\d+)-SC"')
+_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.S)
 
 
 @dataclass
@@ -95,7 +97,11 @@ async def enter(client: Client, rater: str, stats: Stats) -> bool:
         if r.status != 302:
             stats.error(f"{step} POST {r.status}")
             return False
-    return True
+    # The first session claim (10 conditional UPDATEs, one commit each) happens on arrival; it is
+    # timed on its own so the loop below measures the steady next-screen + submit cycle.
+    r = await client.request("GET", f"/s/{SLUG}/rate")
+    stats.add("claim", r.seconds)
+    return r.status == 302
 
 
 async def rate_loop(client: Client, stats: Stats, deadline: float, think: float, rng: random.Random) -> None:
@@ -107,11 +113,14 @@ async def rate_loop(client: Client, stats: Stats, deadline: float, think: float,
             await asyncio.sleep(rng.uniform(0.5 * think, 1.5 * think))
 
     while time.monotonic() < deadline:
-        r = await client.request("GET", path)
-        stats.add("next", r.seconds)
-        if r.status == 302:
-            location = r.header("location")
-            if location.endswith("/done"):
+        if path.endswith("/done"):
+            location = path
+        else:
+            r = await client.request("GET", path)
+            stats.add("next", r.seconds)
+            location = r.header("location") if r.status == 302 else ""
+        if location:
+            if location.endswith("/done"):  # session finished: the completion page, then ask for more
                 await pause()
                 page = await client.request("GET", location)
                 stats.add("done", page.seconds)
@@ -130,7 +139,9 @@ async def rate_loop(client: Client, stats: Stats, deadline: float, think: float,
             return
         token, fields = _CSRF.search(r.text), list(dict.fromkeys(_FIELD.findall(r.text)))
         if not token or not fields:
-            stats.error("screen without form")
+            # e.g. the rater-quality rules paused this rater (random answers in no time): a message page
+            heading = _H1.search(r.text)
+            stats.error(f"page without a rating form: {heading.group(1).strip() if heading else path}")
             return
         form = {"csrfmiddlewaretoken": token.group(1)}
         for prefix in fields:
@@ -150,12 +161,21 @@ async def rate_loop(client: Client, stats: Stats, deadline: float, think: float,
 async def run_raters(port: int, names: list[str], seconds: float, think: float) -> tuple[Stats, float]:
     stats = Stats()
     clients = [Client(HOST, port) for _ in names]
-    entered = await asyncio.gather(*(enter(c, n, stats) for c, n in zip(clients, names)))
+    arrivals = Stats()
+    entered = await asyncio.gather(*(enter(c, n, arrivals) for c, n in zip(clients, names)))
     if not all(entered):
-        raise RuntimeError(f"raters could not enter the study: {stats.errors}")
+        raise RuntimeError(f"raters could not enter the study: {arrivals.errors}")
+    stats.by_kind["claim"] = arrivals.by_kind.get("claim", [])
     start = time.monotonic()
     deadline = start + seconds
-    await asyncio.gather(*(rate_loop(c, stats, deadline, think, random.Random(n)) for c, n in zip(clients, names)))
+
+    async def rater(client: Client, name: str) -> None:
+        rng = random.Random(name)
+        if think:  # paced raters arrive spread over the first two pauses, as people do
+            await asyncio.sleep(rng.uniform(0, 2 * think))
+        await rate_loop(client, stats, deadline, think, rng)
+
+    await asyncio.gather(*(rater(c, n) for c, n in zip(clients, names)))
     return stats, time.monotonic() - start
 
 
@@ -206,13 +226,24 @@ def start_gunicorn(env: dict, port: int, workers: int) -> subprocess.Popen:
     )
 
 
+def start_celery_worker(env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [os.path.join(sys.prefix, "bin", "celery"), "-A", "annotation_site", "worker", "--pool", "solo",
+         "-Q", env["BENCH_CELERY_QUEUE"], "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+         "--without-heartbeat"],
+        env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr, start_new_session=True,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per phase")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
     parser.add_argument("--items", type=int, default=2000)
-    parser.add_argument("--think", type=float, default=0.5, help="mean pause (s) between a paced rater's requests")
+    parser.add_argument("--think", type=float, default=4.0, help="mean pause (s) between a paced rater's requests")
     parser.add_argument("--levels", default="16,64,200")
+    parser.add_argument("--broker", default=os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/9"),
+                        help="Celery broker for the rater-quality jobs ('' = eager: jobs run inside requests)")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
 
@@ -223,11 +254,15 @@ def main() -> int:
 
         connections.close_all()
         port = free_port()
-        server = start_gunicorn(bench_env(url), port, args.workers)
+        extra = {"CELERY_BROKER_URL": args.broker, "BENCH_CELERY_QUEUE": f"bench-{os.getpid()}"} if args.broker else {}
+        env = bench_env(url, **extra)
+        worker = start_celery_worker(env) if args.broker else None
+        server = start_gunicorn(env, port, args.workers)
         results, ok = [], True
         try:
             asyncio.run(wait_for_server(HOST, port))
             print(f"gunicorn {args.workers} sync workers on {HOST}:{port}, PostgreSQL {url.rsplit('/', 1)[1]}, "
+                  f"Celery {'worker on ' + args.broker if args.broker else 'eager (jobs inside requests)'}, "
                   f"{args.items} items × {RATERS_PER_ITEM} raters each; {args.seconds:.0f} s per phase")
             print(f"{'raters':>6} {'bare req/s':>10} {'rating req/s':>12} {'ratio':>6} {'ratings/s':>9} "
                   f"{'p50 ms':>7} {'p95 ms':>7} {'bare p95':>8} errors")
@@ -241,12 +276,14 @@ def main() -> int:
                 ratio = loop_rate / bare_rate
                 p50, p95 = percentile(loop.latencies, 50) * 1000, percentile(loop.latencies, 95) * 1000
                 results.append((level, ratio, p95))
+                claims = loop.by_kind.get("claim") or [0.0]
                 print(f"{level:>6} {bare_rate:>10.0f} {loop_rate:>12.0f} {ratio:>6.2f} {loop.ratings / loop_s:>9.1f} "
                       f"{p50:>7.1f} {p95:>7.1f} {percentile(bare.latencies, 95) * 1000:>8.1f} "
-                      f"{dict(loop.errors) or '-'}{' bare:' + str(bare.errors) if bare.errors else ''}")
+                      f"{dict(loop.errors) or '-'}{' bare:' + str(bare.errors) if bare.errors else ''}  "
+                      f"(arrival claims of {level} raters at once: p95 {percentile(claims, 95) * 1000:.0f} ms)")
                 ok &= not loop.errors and not bare.errors
             names = [f"paced{i:04d}" for i in range(64)]
-            paced, paced_s = asyncio.run(run_raters(port, names, max(args.seconds, 10.0), think=args.think))
+            paced, paced_s = asyncio.run(run_raters(port, names, max(2 * args.seconds, 20.0), think=args.think))
             by_kind = {k: percentile(v, 95) * 1000 for k, v in paced.by_kind.items()}
             paced_p95 = percentile(paced.latencies, 95) * 1000
             print(f"paced 64 raters (think {args.think:.2f} s mean): {len(paced.latencies) / paced_s:.0f} req/s, "
@@ -254,8 +291,10 @@ def main() -> int:
                   f"(next {by_kind.get('next', 0):.1f}, submit {by_kind.get('submit', 0):.1f}), "
                   f"errors {dict(paced.errors) or '-'}")
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+            for process in (server, worker):
+                if process is not None:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(timeout=60)
         over_claims, over_live, duplicates, ratings = integrity_check()
         connections.close_all()
     at64 = [r for r in results if r[0] == 64]

@@ -7,3 +7,9 @@ URLs (annotation_site.urls).
 from annotation_site.settings import *  # noqa: F401,F403
 
 ROOT_URLCONF = "bench.urls"
+
+import os as _os
+
+# With a broker (bench.rating_loop starts a worker), jobs leave the request path as in production;
+# a queue of the benchmark's own keeps other Celery users of the same Redis away from them.
+CELERY_TASK_DEFAULT_QUEUE = _os.environ.get("BENCH_CELERY_QUEUE", "celery")
