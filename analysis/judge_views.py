@@ -18,11 +18,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis import data
-from analysis.imagenhub import item_scores
 from analysis.judge_services import JudgeRunError, judge_run_cancel, judge_run_resume
 from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
-from analysis.report import build_report
+from analysis.report import QA_DIMENSION, build_report, human_item_scores
 from tasks import protocols
 from tasks.models import Item, Rating, Study
 
@@ -36,21 +35,10 @@ def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
 
 
 def human_item_means(study: Study) -> pd.DataFrame:
-    """Rater-averaged score per item and dimension: ``item, model, dimension, human``.
-
-    ImagenHub: SC, PQ and O (the means the report's judge correlations use). EvalMi: raw Likert
-    means of perception and correspondence (ranks match z-MOS closely enough for a scatter; the
-    report's table has the z-MOS figures).
-    """
-    ratings = data.ratings_frame(study)
-    if ratings.empty:
-        return pd.DataFrame(columns=["item", "model", "dimension", "human"])
-    if study.protocol == protocols.IMAGENHUB:
-        wide = item_scores(ratings)
-    else:
-        dims = [c for c in ("perception", "correspondence") if c in ratings.columns]
-        wide = ratings.groupby(["model", "item"])[dims].mean().reset_index()
-    return wide.melt(id_vars=["model", "item"], var_name="dimension", value_name="human").dropna()
+    """Human score per item and dimension: ``item, model, dimension, human``, exactly the item
+    scores the report correlates judges with (``analysis.report.human_item_scores``): ImagenHub
+    rater-averaged SC, PQ and O; EvalMi z-MOS on 0–100 (or the published MOS)."""
+    return human_item_scores(study)
 
 
 def _judge_item_scores(study: Study, judge: str, dimension: str) -> pd.DataFrame:
@@ -64,9 +52,14 @@ def _paired(study: Study, judge: str, dimension: str, human_dimension: str) -> p
     return _judge_item_scores(study, judge, dimension).merge(human, on="item", how="inner")
 
 
+def _scatter_options(report: dict) -> list[tuple[str, str]]:
+    """(judge, report key) pairs that have item scores to plot (yes/no answers have their own row)."""
+    return [(j, key) for j, block in report.get("judges", {}).items() for key in block if key != QA_DIMENSION]
+
+
 def _choices(report: dict, request: HttpRequest) -> tuple[str | None, str | None, str | None]:
     """(judge, key in the report, human dimension) chosen with ?judge=&dim=, else the first pair."""
-    pairs = [(j, key) for j, block in report.get("judges", {}).items() for key in block]
+    pairs = _scatter_options(report)
     judge, key = request.GET.get("judge"), request.GET.get("dim")
     if (judge, key) not in pairs:
         judge, key = pairs[0] if pairs else (None, None)
@@ -150,17 +143,24 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
                 cell = found.get(dim) or next((v for k, v in found.items() if k.endswith(f"~{dim}")), None)
                 judges.append(cell)
             model_rows.append({"model": model, "dimension": dim, "block": block, "judges": judges})
+        qa_cells = [entry.get("judges", {}).get(name, {}).get(QA_DIMENSION) for name in judge_names]
+        if any(qa_cells):
+            model_rows.append({"model": model, "dimension": "yes/no", "qa": True, "judges": qa_cells,
+                               "qa_accuracy": entry.get("qa_accuracy")})
     context = {
         "study": study,
         "report": report,
         "runs": runs,
         "judge_names": judge_names,
         "model_rows": model_rows,
-        "judge_options": [(j, key) for j, b in report.get("judges", {}).items() for key in b],
+        "judge_options": _scatter_options(report),
+        "qa_judges": {name: block[QA_DIMENSION] for name, block in report.get("judges", {}).items()
+                      if QA_DIMENSION in block},
         "judge": judge,
         "dimension": dimension,
         "human_dimension": human_dimension,
-        "selected_key": request.GET.get("dim") if judge and request.GET.get("judge") == judge else (next(iter(report["judges"][judge])) if judge else None),
+        "selected_key": request.GET.get("dim") if judge and request.GET.get("judge") == judge else (
+            next(key for j, key in _scatter_options(report) if j == judge) if judge else None),
         "disagreements": _disagreements(study, judge, dimension, human_dimension) if judge else [],
         "pairwise": _pairwise_block(study) if study.protocol == protocols.PAIRWISE else [],
     }
@@ -195,7 +195,7 @@ def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
         rho = part["human"].corr(part["value"], method="spearman") if len(part) > 2 else float("nan")
         ax.set_title(f"{model}  (n={len(part)}, SRCC {rho:.2f})" if rho == rho else f"{model}  (n={len(part)})", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.set_xlabel(f"human {human_dim}", fontsize=8)
+        ax.set_xlabel(f"human {human_dim}" + (" (z-MOS)" if study.protocol == protocols.EVALMI else ""), fontsize=8)
         ax.set_ylabel(f"{judge} {dimension}", fontsize=8)
         ax.tick_params(labelsize=7)
     if not models:

@@ -120,3 +120,49 @@ def combine_sub_answers(sub_answers: pd.DataFrame) -> pd.Series:
     present = sub_answers.notna()
     all_yes = (sub_answers.fillna(1) == 1).all(axis=1)
     return all_yes.astype(float).where(present.any(axis=1))
+
+
+def verdict_as_number(verdicts: pd.Series) -> pd.Series:
+    """'yes' → 1.0, 'no' → 0.0, 'undecided' (a tie) → NaN."""
+    return verdicts.map({YES: 1.0, NO: 0.0}).astype(float)
+
+
+def yes_no_agreement(
+    frame: pd.DataFrame, *, judge: str = "judge", human: str = "human", by: tuple[str, ...] = ("model",)
+) -> pd.DataFrame:
+    """How often a judge's yes/no answer matches the human majority, per group and overall.
+
+    ``judge`` and ``human`` columns hold 1.0 (yes) / 0.0 (no); a NaN human answer (an undecided
+    majority) or judge answer (refused, failed) leaves the item out and is counted in
+    ``n_excluded``. Returns one row per group plus a final row whose group keys are
+    ``"all"``: ``n, n_excluded, agreement`` (share of matching answers, 0–1),
+    ``cohen_kappa`` (agreement beyond chance given each side's yes rate),
+    ``judge_yes_rate, human_yes_rate`` and ``reason`` (why a value is NaN: no items; kappa
+    undefined when both sides answer the same thing on every item, expected agreement 1).
+    """
+    by = list(by)
+    rows = []
+    groups = [(key if isinstance(key, tuple) else (key,), part) for key, part in frame.groupby(by, sort=True)] if by else []
+    groups.append((tuple("all" for _ in by), frame))
+    for key, part in groups:
+        both = part[[judge, human]].astype(float)
+        decided = both.dropna()
+        n = len(decided)
+        row = dict(zip(by, key), n=n, n_excluded=int(len(both) - n), agreement=np.nan, cohen_kappa=np.nan,
+                   judge_yes_rate=np.nan, human_yes_rate=np.nan, reason=None)
+        if n == 0:
+            row["reason"] = "no item with both a judge answer and a decided human majority"
+            rows.append(row)
+            continue
+        j, h = decided[judge].to_numpy(), decided[human].to_numpy()
+        observed = float((j == h).mean())
+        pj, ph = float(j.mean()), float(h.mean())
+        expected = pj * ph + (1 - pj) * (1 - ph)
+        row.update(agreement=observed, judge_yes_rate=pj, human_yes_rate=ph)
+        if np.isclose(expected, 1.0):
+            row["reason"] = "Cohen's kappa undefined: judge and humans each gave one answer only, the same one"
+        else:
+            row["cohen_kappa"] = (observed - expected) / (1 - expected)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, "n", "n_excluded", "agreement", "cohen_kappa", "judge_yes_rate",
+                                       "human_yes_rate", "reason"])

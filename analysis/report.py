@@ -29,13 +29,14 @@ from analysis.correlation import fisher_z_mean, model_level_agreement, per_group
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
 from analysis.pairwise import pairwise_summary
-from analysis.qa import item_verdicts, majority_votes, model_accuracy
+from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
 from analysis.zmos import mos_from_item_scores, zscore_by_rater
 from tasks import protocols
 from tasks.models import Study
 
 LEVELS = ("nominal", "ordinal", "interval")
+QA_DIMENSION = "qa"  # a judge's yes/no answer to the item's question, stored as 1 (yes) / 0 (no)
 _CORR_KEYS = {"srcc": "spearman", "plcc": "pearson", "krcc": "kendall"}
 
 
@@ -110,13 +111,14 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     else:
         ratings = data.ratings_frame(study, include_excluded=include_excluded)
         scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
+        human_qa = None
         if study.protocol == protocols.IMAGENHUB:
             human_items = _imagenhub_section(ratings, report, reasons, n_boot=n_boot, seed=seed)
         else:
-            human_items = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
-                                          n_boot=n_boot, seed=seed)
+            human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
+                                                    n_boot=n_boot, seed=seed)
         if judges and scores is not None and human_items is not None:
-            _judges_section(scores, human_items, report, reasons)
+            _judges_section(scores, human_items, report, reasons, human_qa=human_qa)
     report["reasons"] = reasons.as_list()
     return _jsonable(report, "report", reasons, report)
 
@@ -221,8 +223,51 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
 # ------------------------------------------------------------------ EvalMi
 
 
+def _zmos_items(ratings: pd.DataFrame, dims: list[str], reasons: Reasons | None = None
+                ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """z-MOS per item (wide: ``model, item, <dims>`` on 0–100) and the z-scored ratings per dim."""
+    per_dim_items = []
+    zscored = {}
+    for dim in dims:
+        frame, dropped = zscore_by_rater(ratings, score=dim)
+        if reasons is not None:
+            for rater, why in dropped.items():
+                reasons.add(f"study_level.zmos.{dim}.rater {rater}", f"excluded from z-MOS: {why}")
+        zscored[dim] = frame
+        per_dim_items.append(frame.groupby(["model", "item"], sort=True)["z_scaled"].mean().rename(dim))
+    return pd.concat(per_dim_items, axis=1).reset_index(), zscored
+
+
+def human_item_scores(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
+    """The per-item human scores the report correlates judges with: ``item, model, dimension, human``.
+
+    ImagenHub: rater-averaged SC, PQ and O (0–1). EvalMi: z-MOS per item (0–100) from the
+    study's ratings, else the published reference MOS. Pages plotting judge against human item
+    scores use this so the dots are the numbers behind the report's correlations.
+    """
+    columns = ["item", "model", "dimension", "human"]
+    if study.protocol == protocols.PAIRWISE:
+        return pd.DataFrame(columns=columns)
+    ratings = data.ratings_frame(study, include_excluded=include_excluded)
+    if study.protocol == protocols.IMAGENHUB:
+        if ratings.empty:
+            return pd.DataFrame(columns=columns)
+        wide, dims = item_scores(add_overall(ratings)), ["SC", "PQ", "O"]
+    elif ratings.empty:
+        scores = data.judge_scores_frame(study)
+        reference = scores[(scores["role"] == HUMAN_REFERENCE) & scores["dimension"].isin(["perception", "correspondence"])]
+        return reference.rename(columns={"value": "human"})[columns].reset_index(drop=True)
+    else:
+        dims = ["perception", "correspondence"]
+        wide, _ = _zmos_items(ratings, dims)
+    long = wide.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+    return long.dropna(subset=["human"])[columns].reset_index(drop=True)
+
+
 def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | None, report: dict,
-                    reasons: Reasons, include_excluded: bool, *, n_boot: int = 0, seed: int = 0) -> pd.DataFrame | None:
+                    reasons: Reasons, include_excluded: bool, *, n_boot: int = 0, seed: int = 0
+                    ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Fills the EvalMi figures; returns (human item scores in long form, human yes/no per item)."""
     dims = ["perception", "correspondence"]
     if ratings.empty:
         reference = scores[scores["role"] == HUMAN_REFERENCE] if scores is not None else None
@@ -231,19 +276,10 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         _counts(ratings, report)
         report["human_source"] = "none"
         reasons.add("models", "no ratings yet")
-        return None
+        return None, None
 
     _counts(ratings, report)
-    per_dim_items = []
-    zscored = {}
-    for dim in dims:
-        frame, dropped = zscore_by_rater(ratings, score=dim)
-        for rater, why in dropped.items():
-            reasons.add(f"study_level.zmos.{dim}.rater {rater}", f"excluded from z-MOS: {why}")
-        zscored[dim] = frame
-        items = frame.groupby(["model", "item"], sort=True)["z_scaled"].mean().rename(dim)
-        per_dim_items.append(items)
-    items = pd.concat(per_dim_items, axis=1).reset_index()
+    items, zscored = _zmos_items(ratings, dims, reasons)
 
     raters_per_model = ratings.groupby("model")["rater"].nunique()
     items_per_model = ratings.groupby("model")["item"].nunique()
@@ -279,16 +315,17 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
             ratings.drop_duplicates("item").set_index("item")["model"].reindex(ceiling_frame["item"]).reset_index(drop=True)
         )
     _agreement_and_ceiling(ratings, dims, report, reasons, ceiling_frame=ceiling_frame, n_boot=n_boot, seed=seed)
-    _evalmi_qa(study, report, reasons, include_excluded)
+    human_qa = _evalmi_qa(study, report, reasons, include_excluded)
     _evalmi_screening(ratings, dims, report, reasons)
-    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 
-def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: bool) -> None:
+def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: bool) -> pd.DataFrame | None:
+    """Fills QA accuracy; returns the human verdict per item (``item, human``: 1 yes, 0 no, NaN tie)."""
     answers = data.answers_frame(study, include_excluded=include_excluded)
     if answers.empty:
         reasons.add("models.*.qa_accuracy", "no yes/no answers")
-        return
+        return None
     verdicts = item_verdicts(majority_votes(answers))
     accuracy = model_accuracy(verdicts).set_index("model")
     undecided = int(accuracy["n_undecided"].sum())
@@ -302,6 +339,7 @@ def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: b
             entry["qa_accuracy"] = _num(accuracy.loc[model, "accuracy"] / 100.0)
         else:
             reasons.add(f"models.{model}.qa_accuracy", "no yes/no answers for this model")
+    return pd.DataFrame({"item": verdicts["item"].to_numpy(), "human": verdict_as_number(verdicts["verdict"]).to_numpy()})
 
 
 def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons) -> None:
@@ -324,7 +362,7 @@ def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reas
     report["study_level"]["screening"] = screening
 
 
-def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -> pd.DataFrame:
+def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """EvalMi figures from the published per-image MOS (no per-rater data exists)."""
     report["human_source"] = "published_reference"
     names = sorted(reference["judge"].unique())
@@ -357,22 +395,31 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
     for key in ("raters", "dimensions.*.std_between_raters", "dimensions.*.alpha", "dimensions.*.fleiss_kappa",
                 "dimensions.*.human_ceiling"):
         reasons.add(f"models.*.{key}", per_rater)
-    return wide.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+    human_qa = wide[["item", "qa"]].rename(columns={"qa": "human"}) if "qa" in wide.columns else None
+    return wide.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 
 # ------------------------------------------------------------------ judges
 
 
-def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons) -> None:
+def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons,
+                    human_qa: pd.DataFrame | None = None) -> None:
     """Judge vs human per model (sample level) and across models (Fisher z), per human dimension.
 
     A judge dimension named like a human one (SC, PQ, O, perception…) is compared with that one;
-    any other (CLIP_Score, LPIPS…) is compared with every human dimension.
+    any other (CLIP_Score, LPIPS…) is compared with every human dimension, under the human
+    dimension's name when it is the judge's only dimension, else as ``<judge dim>~<human dim>``.
+    A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
+    answer per item instead (:func:`_judge_qa`).
     """
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
     for judge, frame in judged.groupby("judge", sort=True):
         lower = bool(frame["lower_is_better"].iloc[0])
+        summary = report["judges"].setdefault(str(judge), {})
+        if QA_DIMENSION in set(frame["dimension"]):
+            _judge_qa(str(judge), frame[frame["dimension"] == QA_DIMENSION], human_qa, report, reasons)
+            frame = frame[frame["dimension"] != QA_DIMENSION]
         judge_dims = list(dict.fromkeys(frame["dimension"]))
         pairs = []
         for jdim in judge_dims:
@@ -380,9 +427,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 pairs.append((jdim, jdim, jdim))
             else:
                 for hdim in human_dims:
-                    key = hdim if len([d for d in judge_dims if d not in human_dims]) == 1 else f"{jdim}~{hdim}"
+                    key = hdim if len(judge_dims) == 1 else f"{jdim}~{hdim}"
                     pairs.append((jdim, hdim, key))
-        summary = report["judges"].setdefault(str(judge), {})
         for jdim, hdim, key in pairs:
             merged = frame[frame["dimension"] == jdim][["item", "model", "value"]].merge(
                 human[human["dimension"] == hdim][["item", "human"]], on="item", how="inner"
@@ -429,6 +475,44 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 "lower_is_better": lower,
                 **({"judge_dimension": jdim} if jdim != hdim else {}),
             }
+
+
+def _judge_qa(judge: str, answers: pd.DataFrame, human_qa: pd.DataFrame | None, report: dict,
+              reasons: Reasons) -> None:
+    """The judge's yes/no answer (1/0) per item against the human majority answer: agreement and
+    Cohen's kappa per model and over the study. Items whose human majority is a tie are left out
+    (``undecided_excluded``)."""
+    where = f"judges.{judge}.{QA_DIMENSION}"
+    if human_qa is None or human_qa.empty:
+        reasons.add(where, "no human yes/no answers to compare with")
+        return
+    merged = answers[["item", "model", "value"]].merge(human_qa[["item", "human"]], on="item", how="inner")
+    if merged.empty:
+        reasons.add(where, "no item answered by both the judge and the humans")
+        return
+    table = yes_no_agreement(merged.rename(columns={"value": "judge"}), by=("model",))
+
+    def block(row: dict, at: str) -> dict:
+        return {
+            "agreement": _num(row["agreement"], reasons, f"{at}.agreement", row["reason"]),
+            "cohen_kappa": _num(row["cohen_kappa"], reasons, f"{at}.cohen_kappa", row["reason"]),
+            "judge_yes_rate": _num(row["judge_yes_rate"]),
+            "human_yes_rate": _num(row["human_yes_rate"]),
+            "n": int(row["n"]),
+            "undecided_excluded": int(row["n_excluded"]),
+        }
+
+    records = table.to_dict("records")
+    for row in records[:-1]:
+        model = str(row["model"])
+        if model in report["models"]:
+            report["models"][model]["judges"].setdefault(judge, {})[QA_DIMENSION] = block(
+                row, f"models.{model}.judges.{judge}.{QA_DIMENSION}")
+    overall = block(records[-1], where)
+    per_model = [r["agreement"] for r in records[:-1] if r["n"]]
+    overall["agreement_model_mean"] = _num(float(np.mean(per_model)) if per_model else None)
+    overall["models"] = len(per_model)
+    report["judges"][judge][QA_DIMENSION] = overall
 
 
 # ------------------------------------------------------------------ pairwise

@@ -50,3 +50,22 @@ def test_sub_answers_combine_to_all_yes_and_leave_simple_prompts_missing():
     sub = pd.DataFrame({"YN_1": [1, 1, None], "YN_2": [1, 0, None], "YN_3": [None, 1, None]})
     combined = combine_sub_answers(sub)
     assert combined.iloc[0] == 1 and combined.iloc[1] == 0 and pd.isna(combined.iloc[2])
+
+
+def test_yes_no_agreement_counts_matches_and_cohens_kappa_and_skips_ties():
+    import numpy as np
+
+    from analysis.qa import verdict_as_number, yes_no_agreement
+
+    frame = pd.DataFrame({
+        "model": ["A"] * 4 + ["B"] * 4,
+        "judge": [1, 1, 0, 0, 1, 1, 1, np.nan],
+        "human": verdict_as_number(pd.Series(["yes", "no", "no", "no", "yes", "yes", "undecided", "yes"])),
+    })
+    table = yes_no_agreement(frame).set_index("model")
+    assert table.loc["A", "agreement"] == 0.75 and table.loc["A", "n"] == 4
+    # A: judge yes rate 0.5, human 0.25 → expected 0.5; kappa = (0.75 - 0.5) / 0.5
+    assert table.loc["A", "cohen_kappa"] == pytest.approx(0.5)
+    assert (table.loc["B", "n"], table.loc["B", "n_excluded"]) == (2, 2)
+    assert np.isnan(table.loc["B", "cohen_kappa"]) and "one answer only" in table.loc["B", "reason"]
+    assert table.loc["all", "n"] == 6 and table.loc["all", "agreement"] == pytest.approx(5 / 6)

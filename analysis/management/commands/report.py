@@ -70,9 +70,15 @@ def render_text(report: dict) -> str:
             row += f"{'—' if qa is None else f'{100 * qa:.2f}%':>8}"
             lines.append(row)
     for judge, dims in report["judges"].items():
-        lines.append(f"judge {judge}: " + ", ".join(
-            f"{dim} SRCC {_fmt(v['spearman_fisher_mean'], 3)} (Fisher-z mean over {v['models']} models, n={v['n']})"
-            for dim, v in dims.items()))
+        parts = []
+        for dim, v in dims.items():
+            if dim == "qa":  # yes/no answers: agreement with the human majority, not a correlation
+                parts.append(f"yes/no agrees with the human majority {_fmt(v['agreement'], 3)} "
+                             f"(Cohen's kappa {_fmt(v['cohen_kappa'], 3)}, n={v['n']})")
+            else:
+                parts.append(f"{dim} SRCC {_fmt(v['spearman_fisher_mean'], 3)} "
+                             f"(Fisher-z mean over {v['models']} models, n={v['n']})")
+        lines.append(f"judge {judge}: " + ", ".join(parts))
     if report["reasons"]:
         lines.append(f"{len(report['reasons'])} undefined value(s); first: {report['reasons'][0]} (see --json)")
     return "\n".join(lines)
