@@ -191,12 +191,15 @@ def qualification_answer(
     item: Item,
     values: dict,
     answers: dict | None = None,
+    checklist: dict | None = None,
     time_on_item_ms: int | None = None,
 ) -> QualificationAttempt:
     """Record one answer; after the last one the attempt is scored against the pass share.
 
-    The answer must be for the attempt's next item. Nothing is stored when it does not fit the
-    protocol. Returns the (possibly finished) attempt.
+    The answer must be for the attempt's next item. ``checklist`` (ImagenHub checklist mode): SC
+    and PQ are derived from the marks exactly as for a rating, and ``values`` must be empty.
+    Nothing is stored when the answer does not fit the protocol. Returns the (possibly finished)
+    attempt.
     """
     attempt = QualificationAttempt.objects.select_for_update().get(pk=attempt.pk)
     if attempt.is_finished:
@@ -205,7 +208,14 @@ def qualification_answer(
     if expected is None or expected.pk != item.pk:
         raise QualificationRefused("Please answer the item shown on the page")
     study = attempt.study
+    clean_checklist: dict = {}
     try:
+        if checklist is not None:
+            if study.protocol != protocols.IMAGENHUB:
+                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
+            if values:
+                raise protocols.ProtocolError("give either the checklist or the values, not both")
+            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
         clean_values, clean_answers = study.protocol_def.clean_rating(
             study.protocol_settings, values, answers, sub_question_count=len(item.instance.sub_questions)
         )
@@ -214,8 +224,8 @@ def qualification_answer(
     gold = GoldAnswer.objects.filter(item=item).first()
     correct = bool(gold and gold.matches(clean_values, clean_answers))
     QualificationAnswer.objects.create(
-        attempt=attempt, item=item, values=clean_values, answers=clean_answers, correct=correct,
-        time_on_item_ms=time_on_item_ms,
+        attempt=attempt, item=item, values=clean_values, answers=clean_answers, checklist=clean_checklist,
+        correct=correct, time_on_item_ms=time_on_item_ms,
     )
     if qualification_next_item(attempt) is None:
         policy = QualityPolicy.for_study(study)

@@ -267,6 +267,7 @@ class QualificationAnswer(models.Model):
     item = models.ForeignKey("tasks.Item", on_delete=models.CASCADE, related_name="+")
     values = models.JSONField()
     answers = models.JSONField(default=dict, blank=True)
+    checklist = models.JSONField(default=dict, blank=True, help_text="Checklist mode: the marks the values came from")
     correct = models.BooleanField()
     time_on_item_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

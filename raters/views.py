@@ -8,6 +8,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
@@ -18,6 +20,7 @@ from raters.plots import score_distribution_svg
 from raters.quality import RaterRow, rater_rows, study_frame
 from raters.services import DecisionRefused, rater_decide, study_rules_apply
 from tasks.models import Item, Study
+from tasks.rating_context import display_screen, parse_entries, screen_view, selections_from
 
 SORT_KEYS = {
     "rater": lambda row: row.rater.pk,
@@ -193,8 +196,13 @@ def current_rater(request: HttpRequest, slug: str) -> Rater | None:
     return None
 
 
+SHOWN_KEY = "qualification_shown"  # item id -> when it was rendered (time on item, server side)
+
+
 def qualification(request: HttpRequest, slug: str) -> HttpResponse:
-    """The qualification test: one gold item per page. Expected answers never reach the page."""
+    """The qualification test, one gold item per screen, on the same rating screen as the work
+    (keys, rubric, checklist mode). Expected answers never reach the page; answers are kept in
+    QualificationAnswer, never as ratings."""
     study = get_object_or_404(Study, slug=slug, state=Study.State.OPEN)
     rater = current_rater(request, slug)
     if rater is None:
@@ -206,48 +214,67 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
             if request.POST.get("action") == "start":
                 gold_service.qualification_start(rater=rater, study=study)
             elif status.open_attempt is not None:
-                item = get_object_or_404(Item, pk=request.POST.get("item"), study=study)
-                values, answers = _form_values(study, request.POST)
-                gold_service.qualification_answer(
-                    attempt=status.open_attempt, item=item, values=values, answers=answers
+                attempt = status.open_attempt
+                item = gold_service.qualification_next_item(attempt)
+                if item is None or not any(key.startswith(f"a{item.pk}-") for key in request.POST):
+                    raise gold_service.QualificationRefused("The page was out of date; here is the current question.")
+                screen = display_screen(study=study, item=item, number=1, total=attempt.total)
+                entry = parse_entries(screen, request.POST)[0]
+                attempt = gold_service.qualification_answer(
+                    attempt=attempt, item=item, values=entry["values"], answers=entry.get("answers"),
+                    checklist=entry.get("checklist"), time_on_item_ms=_time_on_item(request, item),
                 )
+                if request.htmx and not attempt.is_finished:
+                    return _qualification_screen(request, study, attempt)
         except gold_service.QualificationRefused as exc:
             error = str(exc)
         else:
+            if request.htmx:  # finished (or a new attempt): the result page is a whole page
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = reverse("raters:qualification", args=[study.slug])
+                return response
             return redirect("raters:qualification", slug=study.slug)
     elif status.may_try and status.attempts_used == 0:
         gold_service.qualification_start(rater=rater, study=study)
         status = gold_service.qualification_status(rater=rater, study=study)
     attempt = status.open_attempt
-    item = gold_service.qualification_next_item(attempt) if attempt else None
-    return render(
-        request,
-        "raters/qualification.html",
-        {
-            "study": study,
-            "status": status,
-            "attempt": attempt,
-            "item": item,
-            "dimensions": study.protocol_def.dimensions(study.protocol_settings),
-            "questions": _questions(study, item) if item else [],
-            "error": error,
-            "answered": attempt.answers.count() if attempt else 0,
-        },
-        status=422 if error else 200,
-    )
+    if attempt is not None:
+        return _qualification_screen(request, study, attempt, error=error, post=request.POST if error else None)
+    return render(request, "raters/qualification.html", {"study": study, "status": status, "error": error},
+                  status=422 if error else 200)
 
 
-def _questions(study: Study, item: Item) -> list[tuple[str, str]]:
-    """(answer key, question text) for the yes/no questions of an item."""
-    texts = [item.instance.question or "Does the image show what the prompt asks for?", *item.instance.sub_questions]
-    keys = study.protocol_def.questions(study.protocol_settings, len(item.instance.sub_questions))
-    return list(zip(keys, texts))
+def _qualification_screen(request: HttpRequest, study: Study, attempt, *, error: str = "", post=None) -> HttpResponse:
+    """The attempt's next item on the rating screen (a full page, or the #unit fragment for htmx)."""
+    item = gold_service.qualification_next_item(attempt)
+    answered = attempt.answers.count()
+    screen = display_screen(study=study, item=item, number=answered + 1, total=attempt.total)
+    view = screen_view(screen, {}, [])
+    if post is not None:
+        selections_from(view, post)
+    shown = dict(request.session.get(SHOWN_KEY, {}))
+    shown[str(item.pk)] = timezone.now().timestamp()
+    request.session[SHOWN_KEY] = shown
+    url = reverse("raters:qualification", args=[study.slug])
+    context = {
+        "study": study,
+        "view": view,
+        "screen": screen,
+        "error": error,
+        "percent": round(100 * answered / attempt.total),
+        "back_url": "",  # answers of a test are final
+        "unit_url": url,
+        "banner": f"Qualification test · question {answered + 1} of {attempt.total}. "
+                  "Rate this image exactly as you will in the study.",
+        "item": item,
+    }
+    template = "rating/screen.html#unit" if request.htmx else "rating/screen.html"
+    status = (200 if request.htmx else 422) if error else 200  # htmx swaps only 2xx responses
+    return render(request, template, context, status=status)
 
 
-def _form_values(study: Study, data) -> tuple[dict, dict]:
-    values = {}
-    for dim in study.protocol_def.dimensions(study.protocol_settings):
-        if data.get(dim.key, "") != "":
-            values[dim.key] = data.get(dim.key)
-    answers = {key: data[key] for key in data if key.startswith("q") and key[1:].isdigit()}
-    return values, answers
+def _time_on_item(request: HttpRequest, item: Item) -> int | None:
+    shown = request.session.get(SHOWN_KEY, {}).get(str(item.pk))
+    if shown is None:
+        return None
+    return max(0, int((timezone.now().timestamp() - shown) * 1000))

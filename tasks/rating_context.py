@@ -316,3 +316,14 @@ def selections_from(screen_view_: ScreenView, post) -> None:
         for question in panel.questions:
             if post.get(question.name):
                 question.selected = post[question.name]
+
+
+def display_screen(*, study, item: Item, number: int, total: int) -> Screen:
+    """A one-item screen that is not part of the rater's queue (the qualification test).
+
+    Its assignment is never saved: it only carries what the templates and ``parse_entries``
+    read. Its id is the item's, so the form's field names (``a<id>-SC``) name the item shown and
+    a stale page (another tab answered meanwhile) is recognised by its prefix.
+    """
+    assignment = Assignment(pk=item.pk, study=study, item=item, position=number - 1, slot=0)
+    return Screen(study=study, position=number - 1, number=number, total=total, assignments=[assignment])

@@ -3,7 +3,7 @@ a rater takes the qualification test. Screenshots under artifacts/screenshots/qu
 
 import pytest
 
-from raters.models import QualityPolicy, RaterStanding
+from raters.models import QualificationAnswer, QualityPolicy, RaterStanding
 from tasks.models import Rating
 from tests.factories import make_gold, make_item, make_rater, make_study, make_user
 from tests.raters.personas import persona_answers, true_scores
@@ -58,18 +58,36 @@ def test_a_researcher_sorts_filters_and_rejects_a_rater_with_a_reason(browser_pa
     assert RaterStanding.objects.get(rater=raters["random_clicker"]).state == "rejected"
 
 
-def test_a_rater_takes_the_qualification_test(browser_page, screenshot):
+def test_a_rater_takes_the_qualification_test_on_the_rating_screen_with_the_keyboard(browser_page, screenshot):
     page = browser_page
-    study = make_study(slug="qualify", title="Text-to-image · qualified raters only")
+    study = make_study(slug="qualify", title="Text-to-image · qualified raters only", units_per_session=1)
     QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=2, qualification_pass_share=0.5)
     for _ in range(2):
         make_gold(make_item(study), values={"SC": 1.0, "PQ": 1.0})
+    make_item(study)  # the real work after the test
     page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=abc123&STUDY_ID=st1&SESSION_ID=se1")
-    page.goto(f"/studies/{study.slug}/qualification/")
-    page.wait_for_selector("text=Question 1 of 2")
+    page.wait_for_selector("input[name=agree]:focus")
+    page.keyboard.press("Space")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/instructions")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/qualification/")
+    page.wait_for_selector("[data-testid=banner]:has-text('question 1 of 2')")
+    assert page.locator(".choice[data-key='3']").count() == 2  # the work screen's keys
     screenshot(page, "quality-qualification")
-    for _ in range(2):
-        page.check("input[name=SC][value='1.0']")
-        page.check("input[name=PQ][value='1.0']")
-        page.click("button:text('Next')")
+    page.keyboard.press("3")
+    page.keyboard.press("3")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("[data-testid=banner]:has-text('question 2 of 2')")  # htmx swap, same screen
+    page.keyboard.press("1")
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
     page.wait_for_selector("text=You passed the qualification test.")
+    screenshot(page, "quality-qualification-passed")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/rate/*")
+    page.wait_for_selector(".progress-text:text-is('1 of 1')")
+    assert page.locator("[data-testid=banner]").count() == 0
+    answers = QualificationAnswer.objects.filter(attempt__study=study).order_by("id")
+    assert [(a.values, a.correct) for a in answers] == [({"SC": 1.0, "PQ": 1.0}, True), ({"SC": 0.0, "PQ": 0.0}, False)]
+    assert not Rating.objects.filter(study=study).exists()

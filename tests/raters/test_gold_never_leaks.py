@@ -120,7 +120,8 @@ def test_a_crowd_rater_who_failed_the_qualification_gets_no_completion_code(clie
     response = client.get(reverse("rating:next", args=[study.slug]))
     assert response.url == reverse("raters:qualification", args=[study.slug])
     page = client.get(response.url)
-    client.post(response.url, {"item": page.context["item"].pk, "SC": "0", "PQ": "0"})
+    pk = page.context["item"].pk
+    client.post(response.url, {f"a{pk}-SC": "0", f"a{pk}-PQ": "0"})
     html = client.get(response.url).content.decode()
     assert "cannot offer you this study" in html
     html = client.get(reverse("rating:next", args=[study.slug]), follow=True).content.decode()

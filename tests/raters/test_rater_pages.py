@@ -144,16 +144,77 @@ def test_the_qualification_page_shows_the_item_but_never_the_expected_answer(cli
     url = reverse("raters:qualification", args=[study.slug])
     response = client.get(url)
     html = response.content.decode()
-    assert response.status_code == 200 and "Question 1 of 2" in html
+    assert response.status_code == 200 and "question 1 of 2" in html
     assert "SECRET-NOTE" not in html and "tolerance" not in html.lower()
     for _ in range(2):
         item_pk = client.get(url).context["item"].pk
-        client.post(url, {"item": item_pk, "SC": "1", "PQ": "1"})
+        client.post(url, {f"a{item_pk}-SC": "1", f"a{item_pk}-PQ": "1"})
     html = client.get(url).content.decode()
     assert "did not reach the pass mark" in html and "Try again" in html
     client.post(url, {"action": "start"})
     for _ in range(2):
         item_pk = client.get(url).context["item"].pk
-        client.post(url, {"item": item_pk, "SC": "0.5", "PQ": "0.5"})
+        client.post(url, {f"a{item_pk}-SC": "0.5", f"a{item_pk}-PQ": "0.5"})
     assert "You passed the qualification test." in client.get(url).content.decode()
     assert rater.qualification_attempts.filter(passed=True).count() == 1
+
+
+def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of_analysis(client):
+    from raters.models import QualificationAnswer
+    from raters.quality import analysis_ratings
+    from tasks.models import Rating
+
+    study = make_study(task_type="text_to_image")
+    QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=1)
+    item = make_item(study)
+    make_gold(item, values={"SC": 1.0, "PQ": 1.0})
+    user = make_user()
+    make_rater(user=user)
+    client.force_login(user)
+    url = reverse("raters:qualification", args=[study.slug])
+    html = client.get(url).content.decode()
+    assert 'id="unit"' in html and 'data-key="3"' in html and "Rubric" in html  # the work screen, keys shown
+    assert f'name="a{item.pk}-SC"' in html and 'data-back' not in html  # no going back in a test
+    response = client.post(url, {f"a{item.pk}-SC": "1"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "PQ" in response.context["error"]  # missing dimension: told, nothing stored
+    assert not QualificationAnswer.objects.exists()
+    response = client.post(url, {f"a{item.pk}-SC": "1", f"a{item.pk}-PQ": "1"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 204 and response["HX-Redirect"] == url
+    answer = QualificationAnswer.objects.get()
+    assert answer.correct and answer.time_on_item_ms is not None
+    assert not Rating.objects.exists() and analysis_ratings(study).count() == 0
+    assert "You passed the qualification test." in client.get(url).content.decode()
+
+
+def test_a_checklist_study_qualifies_raters_with_the_checklist(client):
+    from raters.models import QualificationAnswer
+
+    study = make_study(task_type="text_to_image", settings={"checklist_mode": True})
+    QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=1)
+    item = make_item(study)
+    make_gold(item, values={"SC": 0.5, "PQ": 1.0})
+    user = make_user()
+    make_rater(user=user)
+    client.force_login(user)
+    url = reverse("raters:qualification", args=[study.slug])
+    html = client.get(url).content.decode()
+    assert f'name="a{item.pk}-c-objects"' in html and f'name="a{item.pk}-SC"' not in html
+    marks = {"c-prompt": "some", "c-objects": "recognizable", "c-artifacts": "none", "c-unusual": "none"}
+    client.post(url, {f"a{item.pk}-{k}": v for k, v in marks.items()})
+    answer = QualificationAnswer.objects.get()
+    assert answer.values == {"SC": 0.5, "PQ": 1.0} and answer.checklist["prompt"] == "some" and answer.correct
+
+
+def test_a_stale_qualification_page_is_refused_and_the_current_question_shown(client):
+    study = make_study()
+    QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=2)
+    for _ in range(2):
+        make_gold(make_item(study))
+    user = make_user()
+    make_rater(user=user)
+    client.force_login(user)
+    url = reverse("raters:qualification", args=[study.slug])
+    current = client.get(url).context["item"]
+    response = client.post(url, {"a999999-SC": "1", "a999999-PQ": "1"})
+    assert response.status_code == 422 and "out of date" in response.content.decode()
+    assert response.context["item"] == current
