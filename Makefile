@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: install install-test run test migrate demo clean
+.PHONY: install install-test run test migrate demo clean bench
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,15 @@ run: demo
 test: install-test
 	@bash scripts/ensure_chromium || true
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Benchmarks (need the local PostgreSQL; see bench/README.md). A missed target exits 1; `-` keeps going.
+bench: install-test
+	-$(PY) -m bench.page_weight
+	-$(PY) -m bench.judge_runner
+	-$(PY) -m bench.import_speed
+	-$(PY) -m bench.analysis_scale
+	-$(PY) -m bench.rating_loop
+	-$(PY) -m bench.assignment_scale
 
 clean:
 	rm -rf $(VENV) db.sqlite3 media staticfiles .pytest_cache
