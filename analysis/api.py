@@ -1,17 +1,24 @@
-"""REST API for a study's analysis: the MOS dataset export and judge runs (researchers and admins)."""
+"""REST API for a study's analysis: the MOS dataset export and judge runs (researchers and admins).
+
+Judge runs: list and start (``/api/judge-runs/``), read, cancel and resume one run. Only the
+study's researchers (owners) and staff reach a study's runs; everyone else gets 404. Views are
+thin: they call the same services as the judges page (``analysis.judge_services``).
+"""
 
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.export_input import study_export_input
 from analysis.exports import iter_export_zip
+from analysis.judge_services import RUNNABLE_KINDS, JudgeRunError, judge_run_cancel, judge_run_request, judge_run_resume
 from analysis.models import JudgeRun
 from analysis.report import build_report
 from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
@@ -58,18 +65,49 @@ class JudgeRunOutput(serializers.ModelSerializer):
     class Meta:
         model = JudgeRun
         fields = ["id", "judge", "judge_kind", "study", "source", "state", "total", "done", "failed", "error",
-                  "created_at", "started_at", "finished_at"]
+                  "calls", "cached", "cancel_requested", "created_at", "started_at", "finished_at"]
 
 
 def _visible_runs(user):
     return JudgeRun.objects.filter(study__in=Study.objects.visible_to(user)).select_related("judge", "study")
 
 
+_REFUSED = inline_serializer("JudgeRunRefused", {"detail": serializers.CharField()})
+
+
 class JudgeRunList(generics.ListAPIView):
-    """Judge runs on the studies you may see; filter with ``?study=<slug>`` and ``?state=running``."""
+    """Judge runs on the studies you may see; filter with ``?study=<slug>`` and ``?state=running``.
+
+    POST starts a run on a study you own: ``{"study": slug, "judge": name}`` runs an existing
+    judge; add ``kind`` (and ``params``, ``version``) to create the judge first, or reuse the one
+    of that name with the same configuration. API keys never go in params (set ``JUDGE_API_KEY``
+    or the variable named by ``params.api_key_env`` on the workers).
+    """
 
     permission_classes = RESEARCH_PERMISSIONS
     serializer_class = JudgeRunOutput
+
+    class StartInput(serializers.Serializer):
+        study = serializers.SlugField(max_length=100, help_text="Slug of a study you own")
+        judge = serializers.CharField(max_length=100, help_text="Judge name")
+        kind = serializers.ChoiceField(choices=sorted(RUNNABLE_KINDS), required=False,
+                                       help_text="Create the judge with this kind (omit to run an existing judge)")
+        params = serializers.DictField(required=False, default=dict,
+                                       help_text="Judge parameters: base_url, model, concurrency, metrics… (no keys)")
+        version = serializers.CharField(max_length=32, required=False, default="1")
+
+    @extend_schema(request=StartInput, responses={201: JudgeRunOutput, 400: _REFUSED})
+    def post(self, request: Request) -> Response:
+        given = self.StartInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        study = get_study_for_user(request.user, data["study"])
+        try:
+            run = judge_run_request(study=study, judge_name=data["judge"], kind=data.get("kind"),
+                                    params=data["params"], version=data["version"])
+        except JudgeRunError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(JudgeRunOutput(run).data, status=status.HTTP_201_CREATED)
 
     def get_queryset(self):
         runs = _visible_runs(self.request.user).order_by("-created_at", "-id")
@@ -86,3 +124,21 @@ class JudgeRunDetail(generics.RetrieveAPIView):
 
     def get_queryset(self):
         return _visible_runs(self.request.user)
+
+
+class JudgeRunAction(APIView):
+    """POST cancel (a queued run stops at once, a running one after the items in flight) or resume
+    (cancelled, failed or stalled runs; scored items are kept, failed ones asked again)."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+    action = ""
+
+    @extend_schema(request=None, responses={200: JudgeRunOutput, 409: _REFUSED})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(_visible_runs(request.user), pk=pk)
+        try:
+            run = judge_run_cancel(run=run) if self.action == "cancel" else judge_run_resume(run=run)
+        except JudgeRunError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run.refresh_from_db()
+        return Response(JudgeRunOutput(run).data)

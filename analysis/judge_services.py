@@ -60,6 +60,8 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
     judge of that name with a different configuration (change the name or the version instead
     of silently mixing configurations).
     """
+    if params is not None and not isinstance(params, dict):
+        raise JudgeRunError("judge parameters must be a JSON object")
     params = dict(params or {})
     if kind not in Judge.Kind.values:
         raise JudgeRunError(f"unknown judge kind {kind!r}; use one of {', '.join(Judge.Kind.values)}")
@@ -67,6 +69,8 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
         raise JudgeRunError("judge parameters must not contain an API key; put it in the environment (JUDGE_API_KEY)")
     if kind == Judge.Kind.METRIC:
         chosen = params.get("metrics") or list(metrics.ALL_METRICS)
+        if not isinstance(chosen, list) or not all(isinstance(m, str) for m in chosen):
+            raise JudgeRunError("params.metrics must be a list of metric names")
         unknown = sorted(set(chosen) - set(metrics.ALL_METRICS))
         if unknown:
             raise JudgeRunError(f"unknown metric(s) {', '.join(unknown)}; use {', '.join(metrics.ALL_METRICS)}")
@@ -85,7 +89,7 @@ def _client_config(judge: Judge) -> ClientConfig | None:
         return None
     try:
         return ClientConfig.from_params(judge.params)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # TypeError: e.g. a list where a number belongs
         raise JudgeRunError(f"judge {judge.name}: {exc}") from None
 
 
@@ -220,6 +224,24 @@ def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
     run = JudgeRun.objects.create(judge=judge, study=study, total=total, config_hash=judge.config_hash)
     _queue(run)
     return run
+
+
+@transaction.atomic
+def judge_run_request(*, study: Study, judge_name: str, kind: str | None = None, params: dict | None = None,
+                      version: str = "1") -> JudgeRun:
+    """Start a run of the judge called ``judge_name`` on ``study`` (the API's and forms' entry point).
+
+    With ``kind`` the judge is created, or reused when one of that name has the same kind,
+    params and version; without it the judge must exist already. Judge and run are created in
+    one transaction: a run that cannot start (no endpoint, nothing to judge) leaves no new judge.
+    """
+    if kind is None:
+        judge = Judge.objects.filter(name=judge_name).first()
+        if judge is None:
+            raise JudgeRunError(f"no judge named {judge_name!r}; give its kind (and params) to create it")
+    else:
+        judge = judge_create(name=judge_name, kind=kind, params=params, version=version)
+    return judge_run_start(judge=judge, study=study)
 
 
 @transaction.atomic

@@ -18,6 +18,8 @@ urlpatterns = [
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
+    path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),
+    path("judge-runs/<int:pk>/resume/", analysis_api.JudgeRunAction.as_view(action="resume"), name="api-judge-run-resume"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -46,7 +46,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^api/(schema|docs|redoc)/$", "public"),  # describes the API, holds no data
     (r"^api/(studies|judge-runs)/$", "researcher"),
     (r"^api/studies/<slug:slug>/", "owner"),
-    (r"^api/judge-runs/<int:pk>/$", "owner"),
+    (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
     (r"^research/<slug:slug>/", "owner"),
 ]
