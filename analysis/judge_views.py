@@ -96,12 +96,19 @@ def _disagreements(study: Study, judge: str, dimension: str, human_dimension: st
             "item": item, "judge_value": record.value, "human": record.human, "gap": record.gap,
             "votes": votes.get(record.item, []), "score": score,
             "others": [o for d, o in related.get(record.item, {}).items() if d != dimension and o.rationale],
-            "transcript": [
-                {"kind": r.get("kind", ""), "pairs": list(zip(r.get("questions", []), r.get("answers", [])))}
-                for r in ((score.details or {}).get("rounds") or [] if score else [])
-            ],
+            "transcript": [_transcript_round(r) for r in ((score.details or {}).get("rounds") or [] if score else [])],
         })
     return rows
+
+
+def _transcript_round(round_: dict) -> dict:
+    """One ViCE round for the page: (question, answer, set, answer on the source) rows; the last
+    two are empty for text-to-image items (editing rounds ask both images)."""
+    questions = round_.get("questions", [])
+    sets = round_.get("sets") or [""] * len(questions)
+    before = round_.get("source_answers") or [""] * len(questions)
+    return {"kind": round_.get("kind", ""),
+            "rows": list(zip(questions, round_.get("answers", []), sets, before))}
 
 
 def _pairwise_block(study: Study) -> list[dict]:

@@ -4,7 +4,8 @@ Start it with ``with FakeJudgeServer() as server:``; ``server.base_url`` is
 ``http://127.0.0.1:<random port>/v1``. The *model name* in each request picks the behaviour:
 
 - ``fake-good``: well-formed answers for every judge prompt (VIEScore JSON, GPT-4V points and
-  final answers, ViCE plan/answers/refinement/score JSON, EvalMi numbers and yes/no). Scores
+  final answers, ViCE plan/answers/refinement/score JSON and its editing variant (source
+  description, remain/remove/add plan, edit/preserve scores), EvalMi numbers and yes/no). Scores
   follow the mean brightness of the last image, so they are deterministic and vary by item.
 - ``fake-malformed``: prose with no score.
 - ``fake-refuse``: a polite refusal.
@@ -83,6 +84,19 @@ def good_answer(messages: list) -> str:
         first, second = _all_brightness(messages)[:2]
         choice = "Tie" if abs(first - second) < 0.02 else ("image 0" if first > second else "image 1")
         return f"Comparing both, step by step... Final Answer: {choice}."
+    if "Describe this image factually" in text:  # ViCE editing: the source described
+        return f"A plain square of brightness {score10} filling the frame."
+    if '"remain"' in text and '"questions"' in text:  # ViCE editing plan, questions tagged by set
+        n = int(re.search(r"exactly (\d+) short questions", text).group(1))
+        tags = ["remain"] + ["add", "remove"] * n
+        return json.dumps({"remain": ["the square's shape"], "remove": ["the old colour"], "add": ["the new colour"],
+                           "questions": [{"set": tags[i], "question": f"What colour is shape {i}?"} for i in range(n)]})
+    if '"edit_score"' in text:  # ViCE editing score: changed answers = edit made; the gap costs preservation
+        before = [int(x) for x in re.findall(r"original: .*?brightness (\d+)", text)]
+        after = [int(x) for x in re.findall(r"edited: .*?brightness (\d+)", text)]
+        gap = abs(after[0] - before[0]) if before and after else 0
+        return json.dumps({"edit_score": min(10, 2 * gap), "preserve_score": max(0, 10 - gap),
+                           "reasoning": f"answers moved by {gap} brightness steps"})
     if '"concepts"' in text and '"questions"' in text:
         n = int(re.search(r"exactly (\d+) short questions", text).group(1))
         return json.dumps({"concepts": ["a shape", "its colour"], "questions": [f"Is there shape {i}?" for i in range(1, n + 1)]})

@@ -9,7 +9,7 @@ score. Derived dimensions (VIEScore's O) are ``None`` when an input dimension is
 Scales stored in ``value``:
 - VIEScore SC, PQ, O: 0–1 (sub-scores 0–10 divided by 10; SC = min, PQ = min, O = √(SC·PQ)).
 - GPT-4V single: relevance 0–40, clarity 0–30, object_accuracy 0–30, total 0–100.
-- ViCE SC: 0–1 (the LLM's 0–10 score / 10).
+- ViCE SC: 0–1 (the LLM's 0–10 score / 10; editing: min(edit, preserve) / 10).
 - EvalMi: perception 0–100, correspondence 0–100, qa 1 (yes) / 0 (no).
 """
 
@@ -291,9 +291,12 @@ def evaluate_vice(inputs: ItemInputs, client: ChatClient, params: dict) -> list[
     """ViCE: concepts and N blind questions (LLM) → answers on the image (MLLM) → at most
     ``vice_max_rounds`` refinement rounds → a 0–10 score from the transcript (LLM).
 
+    Items with a source image (editing tasks) go through :func:`evaluate_vice_editing` instead.
     The whole transcript is kept in ``details``; any refused or failed step ends the item with
     that status and no score.
     """
+    if "source" in inputs.conditions:
+        return evaluate_vice_editing(inputs, client, params)
     n = int(params.get("vice_questions", 15))
     max_rounds = int(params.get("vice_max_rounds", 2))
     llm = params.get("llm_model") or None
@@ -382,6 +385,156 @@ def evaluate_vice(inputs: ItemInputs, client: ChatClient, params: dict) -> list[
             "SC",
             score / 10.0,
             sub_scores=[{"name": "vice_score", "value": score}],
+            rationale=str(data.get("reasoning") or ""),
+            raw_response=score_call.text,
+            details=transcript,
+            **_usage(calls),
+        )
+    ]
+
+
+EDIT_SETS = ("remain", "remove", "add")
+
+
+def _tagged_questions(data: dict, key: str, what: str) -> tuple[list[str], list[str]]:
+    """(questions, sets) from ``[{"set": ..., "question": ...}]``; a bare string or an unknown
+    set is kept with set "other" (asked, shown to the scorer, never dropped silently)."""
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise Unparseable(f"{what}: expected a list under {key!r}")
+    questions, sets = [], []
+    for entry in value:
+        if isinstance(entry, dict):
+            text, tag = str(entry.get("question") or "").strip(), str(entry.get("set") or "").strip().lower()
+        else:
+            text, tag = str(entry).strip(), ""
+        if text:
+            questions.append(text)
+            sets.append(tag if tag in EDIT_SETS else "other")
+    return questions, sets
+
+
+def _format_edit_transcript(rounds: list[dict]) -> str:
+    lines = []
+    for r in rounds:
+        for tag, q, before, after in zip(r["sets"], r["questions"], r["source_answers"], r["answers"]):
+            lines.append(f"[{tag}] Q: {q}\n  original: {before}\n  edited: {after}")
+    return "\n".join(lines)
+
+
+def evaluate_vice_editing(inputs: ItemInputs, client: ChatClient, params: dict) -> list[DimensionScore]:
+    """ViCE for editing (seed 001 §6): V = V_remain − V_remove + V_add.
+
+    1. The MLLM describes the source image (the planning LLM never sees images).
+    2. The LLM splits the instruction's concepts into remain / remove / add and writes N
+       questions tagged with their set.
+    3. The MLLM answers every question on the source and, separately, on the edited image.
+    4. At most ``vice_max_rounds`` refinement rounds (tagged follow-up questions, both images).
+    5. The LLM scores the edit (add/remove achieved) and the preservation (remain unchanged),
+       0–10 each. SC = min(edit, preserve) / 10, as VIEScore combines editing success and
+       overediting. Sub-scores and the full transcript (both answers per question) are stored.
+    """
+    n = int(params.get("vice_questions", 15))
+    max_rounds = int(params.get("vice_max_rounds", 2))
+    llm = params.get("llm_model") or None
+    side = int(params.get("max_image_side", 768))
+    calls: list[Call] = []
+    transcript: dict = {"mode": "editing", "source_description": "", "remain": [], "remove": [], "add": [],
+                        "rounds": [], "refinement_rounds": 0}
+
+    def stop(call: Call, note: str = "") -> list[DimensionScore]:
+        status = call.status if call.status != OK else FAILED
+        return [DimensionScore("SC", None, status, rationale=note or call.error, raw_response=call.text,
+                               details=transcript, **_usage(calls))]
+
+    def step(content, *, model=None) -> Call:
+        call = _call(client, content, system=prompts.VICE_SYSTEM, model=model)
+        calls.append(call)
+        return call
+
+    source_image = image_part(data_url(inputs.conditions["source"], max_side=side))
+    edited_image = image_part(data_url(inputs.output, max_side=side))
+    described = step([text_part(prompts.VICE_EDIT_DESCRIBE), source_image])
+    if described.status != OK:
+        return stop(described)
+    transcript["source_description"] = described.text.strip()[:2000]
+    if not transcript["source_description"]:
+        return stop(described, "empty description of the source image")
+
+    plan = step(prompts.VICE_EDIT_PLAN.format(prompt=inputs.prompt, description=transcript["source_description"], n=n),
+                model=llm)
+    if plan.status != OK:
+        return stop(plan)
+    try:
+        data = extract_json(plan.text)
+        for key in EDIT_SETS:
+            transcript[key] = _string_list(data, key, f"{key} concepts") if data.get(key) is not None else []
+        questions, sets = _tagged_questions(data, "questions", "tagged questions")
+        questions, sets = questions[:n], sets[:n]
+        if not questions:
+            raise Unparseable("no questions")
+    except Unparseable as exc:
+        return stop(plan, str(exc))
+
+    def answers_on(image) -> tuple[Call, list[str] | None, str]:
+        call = step([text_part(prompts.VICE_ANSWER.format(questions=_format_questions(questions))), image])
+        if call.status != OK:
+            return call, None, ""
+        try:
+            got = _string_list(extract_json(call.text), "answers", "answers")
+            if len(got) != len(questions):
+                raise Unparseable(f"{len(got)} answers for {len(questions)} questions")
+        except Unparseable as exc:
+            return call, None, str(exc)
+        return call, got, ""
+
+    kind = "planned"
+    for round_index in range(max_rounds + 1):
+        before_call, before, why = answers_on(source_image)
+        if before is None:
+            return stop(before_call, why)
+        after_call, after, why = answers_on(edited_image)
+        if after is None:
+            return stop(after_call, why)
+        transcript["rounds"].append({"kind": kind, "questions": questions, "sets": sets,
+                                     "source_answers": before, "answers": after})
+        if round_index == max_rounds:
+            break
+        refine = step(prompts.VICE_EDIT_REFINE.format(
+            prompt=inputs.prompt, remain="; ".join(transcript["remain"]), remove="; ".join(transcript["remove"]),
+            add="; ".join(transcript["add"]), transcript=_format_edit_transcript(transcript["rounds"]),
+            n=max(1, n // 3)), model=llm)
+        if refine.status != OK:
+            return stop(refine)
+        try:
+            data = extract_json(refine.text)
+            follow_up, follow_sets = _tagged_questions(data, "questions", "follow-up questions") \
+                if isinstance(data.get("questions"), list) else ([], [])
+        except Unparseable as exc:
+            return stop(refine, str(exc))
+        if not data.get("need_more") or not follow_up:
+            break
+        questions, sets = follow_up[: max(1, n // 3)], follow_sets[: max(1, n // 3)]
+        kind = "refinement"
+        transcript["refinement_rounds"] += 1
+
+    score_call = step(prompts.VICE_EDIT_SCORE.format(
+        prompt=inputs.prompt, remain="; ".join(transcript["remain"]), remove="; ".join(transcript["remove"]),
+        add="; ".join(transcript["add"]), transcript=_format_edit_transcript(transcript["rounds"])), model=llm)
+    if score_call.status != OK:
+        return stop(score_call)
+    try:
+        data = extract_json(score_call.text)
+        edit = parse_single_number(json.dumps({"score": data.get("edit_score")}), lo=0, hi=10)
+        preserve = parse_single_number(json.dumps({"score": data.get("preserve_score")}), lo=0, hi=10)
+    except Unparseable as exc:
+        return stop(score_call, str(exc))
+    transcript["edit_score"], transcript["preserve_score"] = edit, preserve
+    return [
+        DimensionScore(
+            "SC",
+            min(edit, preserve) / 10.0,
+            sub_scores=[{"name": "edit", "value": edit}, {"name": "preserve", "value": preserve}],
             rationale=str(data.get("reasoning") or ""),
             raw_response=score_call.text,
             details=transcript,

@@ -2,7 +2,8 @@
 
 Each template keeps its paper's rubric content, inputs and output format (seed papers in
 /work/shared/seeds): VIEScore appendix A (000), the GPT-4V evaluator appendix B (002), the ViCE
-pipeline of section 3 (001), and EvalMi-50K appendix G.3 (004). The wording is our own.
+pipeline of section 3 and its editing extension of section 6 (001), and EvalMi-50K appendix G.3
+(004). The wording is our own.
 Changing any text here changes :data:`PROMPT_VERSION`'s hash input, so cached scores produced
 with older wording are not reused.
 """
@@ -186,6 +187,58 @@ Transcript:
 
 Score the consistency between the image and the prompt from 0 (unrelated) to 10 (every concept present and correct). Reply with JSON only: {{"score": n, "reasoning": "..."}}"""
 
+# ViCE for image editing (seed 001, section 6 "Extension to ITE"). The paper splits the visual
+# concepts of an edit into V_remain (kept from the source), V_remove (must disappear) and V_add
+# (must appear), V = V_remain - V_remove + V_add, and reads the edit's success from how the
+# answers about the source and the edited image differ. It gives no prompts or scoring rule for
+# this; ours: the MLLM first describes the source (the planning LLM is blind), the LLM plans the
+# three sets with questions tagged by set, the MLLM answers every question on both images, and the
+# LLM scores the edit (V_add / V_remove) and the preservation (V_remain) separately, 0-10 each.
+
+VICE_EDIT_DESCRIBE = """Describe this image factually so that someone who cannot see it could check an edit of it later: the main objects and people, their attributes (colour, count, size, material, pose), where they are, the background and the overall style. Use at most 120 words. Reply with the description only."""
+
+VICE_EDIT_PLAN = """An AI model was asked to edit an image with this instruction:
+"{prompt}"
+
+Description of the original image (before the edit):
+{description}
+
+Before anyone looks at the edited image, work out what a person would expect to see in it.
+1. Split the visual concepts into three sets:
+   - "remain": what must be kept from the original image (objects, attributes, background, layout that the instruction does not touch);
+   - "remove": what must no longer be there (or no longer look as it did);
+   - "add": what must now be there (new objects or new attributes the instruction asks for).
+2. Write exactly {n} short questions, each answerable by looking at one image, that check those concepts. Cover all three sets, most of them "add" and "remove", and at least one "remain". Tag each question with its set.
+
+Reply with JSON only: {{"remain": ["..."], "remove": ["..."], "add": ["..."], "questions": [{{"set": "remain|remove|add", "question": "..."}}]}}"""
+
+VICE_EDIT_REFINE = """You are checking an edit of an image made with the instruction "{prompt}", without seeing either image.
+Concepts to keep: {remain}
+Concepts to remove: {remove}
+Concepts to add: {add}
+
+Questions asked so far, with the answers about the original image and about the edited image:
+{transcript}
+
+Do you need more information to judge whether the edit was carried out and the rest kept? If yes, ask up to {n} follow-up questions, each tagged with its set.
+
+Reply with JSON only: {{"need_more": true or false, "questions": [{{"set": "remain|remove|add", "question": "..."}}]}}"""
+
+VICE_EDIT_SCORE = """You are judging an AI image edit made with the instruction "{prompt}", from a transcript of questions answered about the original image and about the edited image.
+Concepts to keep: {remain}
+Concepts to remove: {remove}
+Concepts to add: {add}
+
+Transcript (set, question, answer on the original, answer on the edited image):
+{transcript}
+
+An "add" or "remove" concept is achieved when the answers change the way the instruction asks. A "remain" concept is preserved when its answers stay the same.
+Give two scores from 0 to 10:
+- "edit_score": how well the requested changes were made (0 = none of them, 10 = all of them, exactly);
+- "preserve_score": how well everything else was kept (0 = the scene is a different one, 10 = nothing else changed).
+
+Reply with JSON only: {{"edit_score": n, "preserve_score": n, "reasoning": "..."}}"""
+
 # ------------------------------------------------ EvalMi-50K (seed 004, appendix G.3)
 
 EVALMI_PERCEPTION = (
@@ -210,6 +263,7 @@ def _digest(*parts: str) -> str:
 PROMPT_VERSION = {
     "viescore": _digest(VIESCORE_CONTEXT, VIESCORE_PQ, *(t for t, _, _ in VIESCORE_SC.values())),
     "gpt4v": _digest(GPT4V_SINGLE, GPT4V_PAIRWISE),
-    "vice": _digest(VICE_SYSTEM, VICE_PLAN, VICE_ANSWER, VICE_REFINE, VICE_SCORE),
+    "vice": _digest(VICE_SYSTEM, VICE_PLAN, VICE_ANSWER, VICE_REFINE, VICE_SCORE, VICE_EDIT_DESCRIBE, VICE_EDIT_PLAN,
+                    VICE_EDIT_REFINE, VICE_EDIT_SCORE),
     "evalmi": _digest(EVALMI_PERCEPTION, EVALMI_CORRESPONDENCE, EVALMI_QUESTION),
 }

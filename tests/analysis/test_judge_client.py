@@ -193,3 +193,42 @@ def test_pairwise_agreement_counts_matches_and_position_bias():
     assert result.single_vs_pair == 3 / 4
     assert (result.consistency, result.biased_first, result.biased_second) == (0.25, 0.25, 0.25)
     assert result.chance == pytest.approx(0.333, abs=1e-3)
+
+
+def editing(output, source, **fields) -> ItemInputs:
+    return ItemInputs(task_type="text_guided_editing", prompt="make the square white", output=output,
+                      conditions={"source": source}, **fields)
+
+
+def test_vice_on_an_edit_describes_the_source_plans_remain_remove_add_and_asks_both_images(server):
+    server.reset()
+    [sc] = evaluate_vice(editing(BRIGHT, DARK), client_for(server, "fake-good"), {"vice_questions": 3, "vice_max_rounds": 1})
+    assert sc.parse_status == "ok", sc.rationale
+    details = sc.details
+    assert details["mode"] == "editing" and "brightness 2" in details["source_description"]
+    assert (details["remain"], details["remove"], details["add"]) == (["the square's shape"], ["the old colour"], ["the new colour"])
+    first = details["rounds"][0]
+    assert first["sets"] == ["remain", "add", "remove"]
+    # the same questions answered on the source (dark) and on the edited image (bright)
+    assert all("brightness 2" in a for a in first["source_answers"]) and all("brightness 9" in a for a in first["answers"])
+    assert [r["kind"] for r in details["rounds"]] == ["planned", "refinement"]  # bounded by vice_max_rounds
+    # fake scorer: answers moved 7 steps → edit 10, preserve 3 → SC = min / 10
+    assert [s["value"] for s in sc.sub_scores] == [10, 3] and sc.value == pytest.approx(0.3)
+    # what each step saw: the description request carries the source only; the plan is text with the
+    # instruction and the description (the planning LLM is blind)
+    bodies = server.bodies
+    describe, plan = bodies[0]["messages"][-1]["content"], bodies[1]["messages"][-1]["content"]
+    assert sum(p["type"] == "image_url" for p in describe) == 1
+    plan_text = plan if isinstance(plan, str) else " ".join(p.get("text", "") for p in plan)
+    assert "make the square white" in plan_text and "brightness 2" in plan_text and "image_url" not in str(plan)
+    assert len(bodies) == 1 + 1 + 2 + 1 + 2 + 1  # describe, plan, 2 answers, refine, 2 answers, score
+
+
+def test_vice_on_an_edit_that_changed_nothing_scores_zero_for_the_edit(server):
+    [sc] = evaluate_vice(editing(DARK, DARK), client_for(server, "fake-good"), {"vice_questions": 3, "vice_max_rounds": 0})
+    assert [s["value"] for s in sc.sub_scores] == [0, 10] and sc.value == 0.0
+
+
+def test_vice_on_an_edit_records_a_refusal_with_the_transcript_so_far(server):
+    [sc] = evaluate_vice(editing(BRIGHT, DARK), client_for(server, "fake-refuse"), {"vice_questions": 3})
+    assert sc.parse_status == "refused" and sc.value is None and sc.details["mode"] == "editing"

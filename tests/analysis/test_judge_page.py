@@ -126,3 +126,34 @@ def test_a_pairwise_study_shows_agreement_with_the_33_percent_baseline(client, s
     [block] = response.context["pairwise"]
     assert block["agreement"].n_pair == 1 and block["agreement"].n_orders == 1
     assert "33%" in response.content.decode()
+
+
+def test_a_vice_run_on_an_editing_study_shows_both_answers_per_question(client, server, researcher, django_capture_on_commit_callbacks):
+    from analysis.models import JudgeScore
+    from tasks.images import store_image
+    from tasks.models import ConditionImage
+    from tests.factories import png_bytes
+
+    study = make_study(title="Edited", task_type="text_guided_editing")
+    study.owners.add(researcher)
+    raters = [make_rater() for _ in range(2)]
+    for shade in (30, 90, 150, 210):
+        instance = make_instance(study, prompt="make it brighter")
+        ConditionImage.objects.create(instance=instance, role="source", image=store_image(png_bytes(color=(20, 20, 20))))
+        for model in ("Alpha", "Beta"):
+            item = make_item(study, instance=instance, model=model, with_image=False)
+            item.image = store_image(png_bytes(color=(shade, shade, shade) if model == "Alpha" else (25, 25, 25)))
+            item.save(update_fields=["image"])
+            for r, rater in enumerate(raters):
+                Rating.objects.create(study=study, rater=rater, item=item, values={"SC": [0, 0.5, 1][(shade // 60 + r) % 3], "PQ": 1})
+    judge = judge_create(name="ViCE edit", kind="vice", params={"base_url": server.base_url, "model": "fake-good",
+                                                                "vice_questions": 3, "vice_max_rounds": 0})
+    with django_capture_on_commit_callbacks(execute=True):
+        run = judge_run_start(judge=judge, study=study)
+    run.refresh_from_db()
+    assert (run.state, run.done, run.failed) == ("done", 8, 0)
+    score = JudgeScore.objects.filter(run=run, item__gen_model__name="Beta").first()
+    assert score.details["mode"] == "editing" and score.value == 0.0  # Beta left the source as it was
+    client.force_login(researcher)
+    html = client.get(reverse("judge_side_by_side", args=[study.slug]), {"judge": "ViCE edit", "dim": "SC"}).content.decode()
+    assert "ViCE transcript" in html and "original: <em>" in html and "remove" in html
