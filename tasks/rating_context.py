@@ -50,6 +50,14 @@ class Question:
     selected: str = ""
     kind: str = "scale"  # scale | yesno | preference | checklist
 
+    @property
+    def key_hint(self) -> str:
+        """How to type keys longer than one character ('' when every key is one keystroke)."""
+        long = [c.key for c in self.choices if len(c.key) > 1]
+        if not long:
+            return ""
+        return f"For {long[0]}{'–' + long[-1] if len(long) > 1 else ''} type both digits quickly"
+
 
 @dataclass
 class ConditionBlock:
@@ -104,8 +112,9 @@ def highlight_tokens(text: str, tokens: list[str]) -> SafeString:
 
 
 def _keys(values: list) -> list[str]:
-    """Digit keys 1, 2, 3… for up to nine choices, else no keys (click only)."""
-    return [str(i) for i in range(1, len(values) + 1)] if len(values) <= 9 else [""] * len(values)
+    """Keys 1, 2, 3… by position; past nine choices some keys have two digits (typed within 600 ms,
+    see static/js/rating.js), so every choice has a key."""
+    return [str(i) for i in range(1, len(values) + 1)]
 
 
 def _imagenhub_questions(assignment: Assignment, study, rating: Rating | None) -> list[Question]:
@@ -155,7 +164,8 @@ def _evalmi_questions(assignment: Assignment, study, rating: Rating | None) -> l
     lo, hi = settings["likert_min"], settings["likert_max"]
     scale = list(range(lo, hi + 1))
     words = LIKERT_WORDS if (lo, hi) == (1, 5) else {lo: "worst", hi: "best"}
-    keys = [str(v) for v in scale] if 0 <= lo and hi <= 9 else _keys(scale)
+    # The value itself is the key (type 1 then 0 for 10) unless the scale goes below zero.
+    keys = [str(v) for v in scale] if lo >= 0 else _keys(scale)
     values = rating.values if rating else {}
     answers = rating.answers if rating else {}
     questions = [

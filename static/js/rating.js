@@ -1,9 +1,13 @@
 /* Keyboard-first rating: the highlighted question takes the keys shown on its choices.
    Enter submits, ← / Backspace go back, ↑/↓ move between questions, ? opens the rubric,
-   a click on an image opens it full size. Works on every screen htmx swaps in. */
+   a click on an image opens it full size. Works on every screen htmx swaps in.
+   Scales past nine points have two-digit keys ("10"): digits typed within 600 ms add up; a key
+   no longer key could extend is taken at once, otherwise when the time runs out or Enter comes. */
 (function () {
   "use strict";
   var active = 0;
+  var TYPING_MS = 600;
+  var typed = "", typedQ = null, typedTimer = null;
 
   function unit() { return document.getElementById("unit"); }
   function questions() { var u = unit(); return u ? Array.prototype.slice.call(u.querySelectorAll("[data-question]")) : []; }
@@ -59,6 +63,58 @@
     form.requestSubmit();
   }
 
+  function keyed(q, key) { return q.querySelector('.choice[data-key="' + key + '"]'); }
+  function extendable(q, prefix) {
+    return Array.prototype.some.call(q.querySelectorAll(".choice[data-key]"), function (c) {
+      var k = c.getAttribute("data-key");
+      return k.length > prefix.length && k.indexOf(prefix) === 0;
+    });
+  }
+  function showTyping(q, key) {
+    Array.prototype.forEach.call(document.querySelectorAll(".choice.typing"), function (c) { c.classList.remove("typing"); });
+    var label = q && key ? keyed(q, key) : null;
+    if (label) label.classList.add("typing");
+  }
+  function flushTyped() {
+    clearTimeout(typedTimer);
+    typedTimer = null;
+    var q = typedQ, key = typed;
+    typed = "";
+    typedQ = null;
+    showTyping(null, "");
+    var label = q && key && q.isConnected ? keyed(q, key) : null;
+    if (label) choose(q, label.querySelector("input"));
+  }
+  function cancelTyped() {
+    clearTimeout(typedTimer);
+    typedTimer = null;
+    typed = "";
+    typedQ = null;
+    showTyping(null, "");
+  }
+  function typeKey(key) {
+    var q = questions()[active];
+    if (!q) return false;
+    if (typedQ && typedQ !== q) flushTyped();
+    var candidate = typed + key;
+    if (typed && !keyed(q, candidate) && !extendable(q, candidate)) {
+      flushTyped(); // what was typed so far is a whole key; this keystroke starts the next one
+      q = questions()[active];
+      candidate = key;
+    }
+    if (!keyed(q, candidate) && !extendable(q, candidate)) return false;
+    typed = candidate;
+    typedQ = q;
+    clearTimeout(typedTimer);
+    if (extendable(q, candidate)) {
+      showTyping(q, candidate);
+      typedTimer = setTimeout(flushTyped, TYPING_MS);
+    } else {
+      flushTyped();
+    }
+    return true;
+  }
+
   function goBack() {
     var back = document.querySelector("#unit [data-back]");
     if (back) back.click();
@@ -81,15 +137,12 @@
       if (key === "Enter" && form && tag !== "button" && tag !== "a") { e.preventDefault(); form.requestSubmit(); }
       return;
     }
-    if (key === "Enter") { e.preventDefault(); submit(); return; }
-    if (key === "ArrowLeft" || key === "Backspace") { e.preventDefault(); goBack(); return; }
-    if (key === "ArrowDown") { e.preventDefault(); setActive(active + 1, true); return; }
-    if (key === "ArrowUp") { e.preventDefault(); setActive(active - 1, true); return; }
+    if (key === "Enter") { e.preventDefault(); flushTyped(); submit(); return; }
+    if (key === "ArrowLeft" || key === "Backspace") { e.preventDefault(); flushTyped(); goBack(); return; }
+    if (key === "ArrowDown") { e.preventDefault(); cancelTyped(); setActive(active + 1, true); return; }
+    if (key === "ArrowUp") { e.preventDefault(); cancelTyped(); setActive(active - 1, true); return; }
     if (key === "?") { e.preventDefault(); openRubric(); return; }
-    var q = questions()[active];
-    if (!q) return;
-    var label = q.querySelector('.choice[data-key="' + key.toLowerCase() + '"]');
-    if (label) { e.preventDefault(); choose(q, label.querySelector("input")); }
+    if (key.length === 1 && typeKey(key.toLowerCase())) e.preventDefault();
   });
 
   document.addEventListener("change", function (e) {

@@ -90,6 +90,35 @@ def test_a_rater_rates_an_evalmi_trial_of_three_images(browser_page, screenshot)
     assert all(len(r.presentation["trial"]) == 3 for r in ratings)
 
 
+def test_a_ten_point_likert_scale_is_rated_with_two_digit_keys(browser_page, screenshot):
+    from tests.factories import make_item, make_study
+
+    page = browser_page
+    study = make_study(slug="likert-ten", protocol="evalmi", task_type="counting", units_per_session=2,
+                       settings={"likert_min": 1, "likert_max": 10, "qa": False, "images_per_trial": 1})
+    make_item(study)
+    make_item(study)
+    _enter(page, study, pid="TEN1")
+    _wait_screen(page, 1, 2)
+    assert page.locator("[data-question] >> nth=0 >> .choice kbd").all_inner_texts() == [str(v) for v in range(1, 11)]
+    page.keyboard.press("1")
+    page.keyboard.press("0")  # 1 then 0 within 600 ms: ten, taken at once (no longer key starts with 10)
+    page.keyboard.press("7")  # the next question: seven
+    assert page.is_checked("input[name$='-perception'][value='10']")
+    assert page.is_checked("input[name$='-correspondence'][value='7']")
+    screenshot(page, "evalmi-likert-10", full_page=False)
+    page.keyboard.press("Enter")
+    _wait_screen(page, 2, 2)
+    page.keyboard.press("1")  # could still become 10: taken when the 600 ms run out
+    page.wait_for_selector("input[name$='-perception'][value='1']:checked", state="attached")
+    page.keyboard.press("9")  # correspondence 9 …
+    page.keyboard.press("1")  # … changed to a pending 1, which Enter takes at once
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/done")
+    values = sorted((r.values["perception"], r.values["correspondence"]) for r in Rating.objects.filter(study=study))
+    assert values == [(1.0, 1.0), (10.0, 7.0)]
+
+
 def test_a_rater_picks_the_left_image_of_a_pairwise_comparison(browser_page):
     page = browser_page
     study = _demo_study("demo-pairwise", instances=1, units_per_session=1)

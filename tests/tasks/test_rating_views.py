@@ -55,6 +55,29 @@ def test_a_screen_shows_keys_for_every_choice_and_the_progress(client):
     assert 'hx-post="' in html and 'href="/s/' in html
 
 
+@pytest.mark.parametrize(
+    "likert, keys, hint",
+    [
+        ((1, 10), [str(v) for v in range(1, 11)], "For 10 type both digits quickly"),
+        ((0, 100), [str(v) for v in range(0, 101)], "For 10–100 type both digits quickly"),
+        ((-5, 5), [str(v) for v in range(1, 12)], "For 10–11 type both digits quickly"),
+        ((1, 5), ["1", "2", "3", "4", "5"], None),
+    ],
+)
+def test_a_likert_scale_of_any_length_has_a_key_for_every_choice_and_says_how_to_type_it(client, likert, keys, hint):
+    study = make_study(protocol="evalmi", task_type="counting", units_per_session=1,
+                       settings={"likert_min": likert[0], "likert_max": likert[1], "qa": False, "images_per_trial": 1})
+    make_item(study)
+    html = client.get(_ready(client, study)).content.decode()
+    perception = html[html.index("Perception"):html.index("Correspondence")]
+    assert re.findall(r'data-key="([^"]*)"', perception) == keys
+    assert re.findall(r"<kbd[^>]*>([^<]*)</kbd>", perception) == keys  # every key shown on its choice
+    if hint:
+        assert hint in perception
+    else:
+        assert "key-hint" not in html
+
+
 def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client):
     study = _study()
     url = _ready(client, study)
