@@ -1,22 +1,41 @@
 """Study → :class:`analysis.exports.ExportInput`: the ORM side of the MOS dataset export.
 
-Raw votes are read with ``values_list`` in chunks; rater labels are pseudonymous (``rater<id>``),
-exclusions come from :func:`analysis.data.excluded_raters` (the one place that decides them).
+Two reads of the ratings, neither holding model instances or decoded JSON for the whole study:
+
+* the *numbers* (rater, item, instance, model, scores, yes/no answers) for the per-item and
+  per-rater tables, read in chunks with the scores pulled out of the JSON inside the database
+  (``KT`` cast to float, as analysis.data does) and kept as numpy columns;
+* the *rows* of ``votes.*`` (adding timestamps, time on item, source), read again chunk by chunk
+  while the zip is written (:attr:`ExportInput.vote_rows`).
+
+Rater labels are pseudonymous (``rater<id>``); exclusions come from
+:func:`analysis.data.excluded_raters` and attention-check answers are left out, as everywhere in
+the analysis. The report is :func:`analysis.report.build_report`, built after the votes are out.
 """
 
 from __future__ import annotations
 
+from itertools import islice
+from typing import Iterator
+
+import numpy as np
 import pandas as pd
+from django.db.models import FloatField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 
-from analysis.data import excluded_raters
-from analysis.exports import ExportInput
+from analysis import data as analysis_data
+from analysis.dashboard import study_threshold
+from analysis.exports import CSV_CHUNK_ROWS, ExportInput
 from analysis.importers import IMAGENHUB_FOLDER_TASKS
 from tasks import protocols
-from tasks.models import Rating, Study
+from tasks.models import Comparison, Study
 
 PROTOCOL_VERSION = "1"
 _CHUNK = 20_000
+ANSWERS = ["yes", "no"]
+_ROW_TAIL = ["created_at", "updated_at", "time_on_item_ms", "source"]
 
 
 def rater_label(rater_id: int) -> str:
@@ -36,6 +55,7 @@ def study_meta(study: Study) -> dict:
         "protocol_version": PROTOCOL_VERSION,
         "task_type": study.task_type,
         "settings": study.protocol_settings,
+        "agreement_threshold": study_threshold(study),
         "raters_per_item": study.raters_per_item,
         "assignment_mode": study.assignment_mode,
         "state": study.state,
@@ -44,45 +64,104 @@ def study_meta(study: Study) -> dict:
     }
 
 
-def study_export_input(study: Study) -> ExportInput:
-    settings = study.protocol_settings
-    dimensions = [d.key for d in study.protocol_def.dimensions(settings)]
-    pairwise = study.protocol == protocols.PAIRWISE
-    fields = ["rater_id", "values", "answers", "created_at", "updated_at", "time_on_item_ms", "source"]
-    if pairwise:
-        fields += ["comparison_id", "comparison__item_a__instance__key", "comparison__item_a__gen_model__name",
-                   "comparison__item_b__gen_model__name"]
-    else:
-        fields += ["item_id", "item__instance__key", "item__gen_model__name"]
-    rows = Rating.objects.filter(study=study).order_by("id").values_list(*fields).iterator(chunk_size=_CHUNK)
-    max_subs = max((len(s) for s in study.instances.values_list("sub_questions", flat=True)), default=0)
-    questions = study.protocol_def.questions(settings, max_subs)
-    records = []
-    for rater_id, values, answers, created, updated, time_ms, source, unit, instance, model, *rest in rows:
-        record = {"rater": rater_label(rater_id), "instance": instance, "created_at": created,
-                  "updated_at": updated, "time_on_item_ms": time_ms, "source": source}
-        if pairwise:
-            record.update(comparison=unit, model_a=model, model_b=rest[0], preference=(values or {}).get("preference"))
+def _labels(rater_ids: np.ndarray) -> np.ndarray:
+    """``rater<id>`` per row; rows of one rater share one string object (no copy per row)."""
+    unique, inverse = np.unique(rater_ids.astype(np.int64), return_inverse=True)
+    return np.array([rater_label(r) for r in unique], dtype=object)[inverse]
+
+
+def _chunks(rows, size: int) -> Iterator[list]:
+    iterator = iter(rows)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class _Plan:
+    """What to read for a study: the annotations and columns of both reads."""
+
+    def __init__(self, study: Study):
+        settings = study.protocol_settings
+        self.study = study
+        self.pairwise = study.protocol == protocols.PAIRWISE
+        self.dimensions = [d.key for d in study.protocol_def.dimensions(settings)]
+        max_subs = max((len(s) for s in study.instances.values_list("sub_questions", flat=True)), default=0)
+        self.questions = study.protocol_def.questions(settings, max_subs)
+        if self.pairwise:
+            self.annotations = {"_preference": KT("values__preference")}
+            self.unit = "comparison_id"
         else:
-            record.update(item=unit, model=model)
-            for dim in dimensions:
-                value = (values or {}).get(dim)
-                record[dim] = float(value) if isinstance(value, (int, float)) else None
-            for question in questions:
-                record[question] = (answers or {}).get(question)
-        records.append(record)
-    columns = ["rater", "instance", "comparison", "model_a", "model_b", "preference"] if pairwise else [
-        "rater", "item", "instance", "model", *dimensions, *questions]
-    columns += ["created_at", "updated_at", "time_on_item_ms", "source"]
-    votes = pd.DataFrame.from_records(records, columns=columns)
-    for dim in dimensions:
-        votes[dim] = votes[dim].astype(float)
-    for column in ("created_at", "updated_at"):
-        votes[column] = pd.to_datetime(votes[column], utc=True)
+            self.annotations = {
+                **{f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in self.dimensions},
+                **{f"_q_{q}": KT(f"answers__{q}") for q in self.questions},
+            }
+            self.unit = "item_id"
+        self.scores = ["preference"] if self.pairwise else [*self.dimensions, *self.questions]
+        queryset = analysis_data._rating_queryset(study, include_excluded=True)
+        self.queryset = queryset.filter(**{f"{self.unit[:-3]}__isnull": False}).annotate(**self.annotations)
+        if self.pairwise:
+            pairs = Comparison.objects.filter(study=study).values_list(
+                "id", "item_a__instance__key", "item_a__gen_model__name", "item_b__gen_model__name")
+            self.units = pd.DataFrame.from_records(list(pairs), columns=["comparison", "instance", "model_a", "model_b"])
+            self.units = self.units.set_index("comparison")
+        else:
+            self.units = analysis_data.item_table(study).set_index("item")[["instance", "model"]]
+
+    def frame(self, records: list, extra: list[str]) -> pd.DataFrame:
+        """A chunk of ``values_list`` rows → the export's columns, strings shared, not copied."""
+        unit = "comparison" if self.pairwise else "item"
+        raw = pd.DataFrame.from_records(records, columns=["rater", unit, *self.scores, *extra])
+        units = self.units.reindex(raw[unit].to_numpy())
+        columns = {"rater": _labels(raw["rater"].to_numpy()) if len(raw) else np.array([], dtype=object)}
+        if self.pairwise:
+            columns.update(instance=units["instance"].to_numpy(), comparison=raw[unit].to_numpy(),
+                           model_a=units["model_a"].to_numpy(), model_b=units["model_b"].to_numpy(),
+                           preference=raw["preference"].to_numpy(object))
+        else:
+            columns.update(item=raw[unit].to_numpy(), instance=units["instance"].to_numpy(),
+                           model=units["model"].to_numpy())
+            for dim in self.dimensions:
+                columns[dim] = raw[dim].to_numpy(float)
+            for question in self.questions:
+                columns[question] = pd.Categorical(raw[question], categories=ANSWERS)
+        for name in extra:
+            columns[name] = raw[name]
+        return pd.DataFrame(columns)
+
+    def numbers(self) -> pd.DataFrame:
+        rows = self.queryset.values_list("rater_id", self.unit, *self.annotations).iterator(chunk_size=_CHUNK)
+        frames = [self.frame(chunk, []) for chunk in _chunks(rows, _CHUNK)]
+        return pd.concat(frames, ignore_index=True) if frames else self.frame([], [])
+
+    def rows(self) -> Iterator[pd.DataFrame]:
+        """The rows of ``votes.*`` in order of arrival, one frame per chunk (at least one, maybe empty)."""
+        rows = (self.queryset.order_by("id").values_list("rater_id", self.unit, *self.annotations, *_ROW_TAIL)
+                .iterator(chunk_size=CSV_CHUNK_ROWS))
+        produced = False
+        for chunk in _chunks(rows, CSV_CHUNK_ROWS):
+            produced = True
+            yield self._with_times(self.frame(chunk, _ROW_TAIL))
+        if not produced:
+            yield self._with_times(self.frame([], _ROW_TAIL))
+
+    @staticmethod
+    def _with_times(frame: pd.DataFrame) -> pd.DataFrame:
+        for column in ("created_at", "updated_at"):
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        frame["time_on_item_ms"] = frame["time_on_item_ms"].astype("Int64")
+        return frame
+
+
+def study_export_input(study: Study) -> ExportInput:
+    """The export of ``study``: its numbers now, its vote rows and report when the zip asks."""
+    from analysis.report import build_report  # the report imports the whole analysis stack
+
+    plan = _Plan(study)
     instances = pd.DataFrame.from_records(
         list(study.instances.values_list("key", "prompt", "question", "sub_questions")),
         columns=["key", "prompt", "question", "sub_questions"],
     )
-    excluded = {rater_label(pk): reason for pk, reason in excluded_raters(study).items()}
-    return ExportInput(votes=votes, dimensions=dimensions, meta=study_meta(study), questions=questions,
-                       excluded=excluded, instances=instances)
+    excluded = {rater_label(pk): reason for pk, reason in analysis_data.excluded_raters(study).items()}
+    return ExportInput(
+        votes=plan.numbers(), dimensions=plan.dimensions, meta=study_meta(study), questions=plan.questions,
+        excluded=excluded, instances=instances, vote_rows=plan.rows, report=lambda: build_report(study),
+    )

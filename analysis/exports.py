@@ -11,8 +11,10 @@ derives
   exclusion reasons (e.g. blocked raters);
 
 and writes them as CSV, JSONL and Parquet, plus the ImagenHub TSV layout (one file per rater) and
-the EvalMi sheet layout (xlsx), with a README datasheet, into one zip that is produced chunk by
-chunk (:func:`iter_export_zip`) so a large study streams instead of sitting in memory twice.
+the EvalMi sheet layout (xlsx), the study report (``report.json``) and a README datasheet that
+carries the report's model-level numbers, into one zip produced chunk by chunk
+(:func:`iter_export_zip`): the per-vote table is written from the database in chunks, only the
+numbers (rater, item, scores) of the whole study are held as a vectorised frame.
 
 CSV cells holding text that starts with ``= + - @`` (or tab / carriage return) are prefixed with a
 single quote so spreadsheet programs do not run them as formulas; numbers are written as numbers.
@@ -25,11 +27,14 @@ import io
 import json
 import math
 import zipfile
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from scipy import stats
 
 from analysis.screening import screen_observers
@@ -49,6 +54,13 @@ class ExportInput:
     For pairwise studies ``dimensions`` is empty and votes carry ``model_a``, ``model_b``,
     ``preference``. ``excluded``: rater label → reason the site leaves them out.
     ``meta``: study slug, title, protocol, protocol_version, task_type, settings, … (JSON-able).
+
+    Large studies: ``votes`` only needs the columns the numbers use (the ones above, no
+    timestamps), and ``vote_rows`` is a function returning the full rows in chunks (frames with
+    the same rater/item/dimension values plus the pass-through columns), read again from the
+    database while ``votes.*`` is written. Without it, ``votes`` is written as it is.
+    ``report``: the study report (analysis.report.build_report output) or a function returning
+    it; it is called after the vote tables are written, so a client gets bytes first.
     """
 
     votes: pd.DataFrame
@@ -57,6 +69,8 @@ class ExportInput:
     questions: list[str] = field(default_factory=list)
     excluded: dict[str, str] = field(default_factory=dict)
     instances: pd.DataFrame | None = None  # key, prompt, question, sub_questions (EvalMi sheet)
+    vote_rows: Callable[[], Iterable[pd.DataFrame]] | None = None
+    report: dict | Callable[[], dict] | None = None
 
 
 # ------------------------------------------------------------------ CSV safety
@@ -70,7 +84,7 @@ def escape_cell(value):
 
 
 def _csv_value(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, (np.floating, float)):
         return repr(float(value))
@@ -99,7 +113,7 @@ def iter_csv(frame: pd.DataFrame, *, chunk_rows: int = CSV_CHUNK_ROWS) -> Iterat
 
 
 def _json_value(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, np.floating):
         return None if math.isnan(value) else float(value)
@@ -145,27 +159,59 @@ def _usable_votes(data: ExportInput) -> pd.DataFrame:
 def with_overall(data: ExportInput) -> ExportInput:
     """ImagenHub: add O = sqrt(SC · PQ) per vote as a third dimension (seed 003)."""
     if {"SC", "PQ"} <= set(data.dimensions) and "O" not in data.dimensions:
-        votes = data.votes.assign(O=np.sqrt(data.votes["SC"].to_numpy(float) * data.votes["PQ"].to_numpy(float)))
-        return ExportInput(votes, [*data.dimensions, "O"], data.meta, data.questions, data.excluded, data.instances)
+        dimensions = [*data.dimensions, "O"]
+        return replace(data, votes=add_overall(data.votes, dimensions), dimensions=dimensions)
     return data
 
 
-def votes_table(data: ExportInput) -> tuple[pd.DataFrame, dict[str, dict[str, str]]]:
-    """Every vote with ``<dim>_z`` per dimension; returns (table, z-exclusions per dimension).
+@dataclass
+class ZParameters:
+    """Per dimension: each usable rater's mean and std (ddof 1) of their votes, and who has no z."""
 
-    z is computed over the rater's non-excluded votes; it is empty for a rater whose votes in that
-    dimension are all equal (sigma = 0) or who has a single vote, and for excluded raters.
+    mean: dict[str, pd.Series]
+    std: dict[str, pd.Series]
+    excluded: dict[str, dict[str, str]]
+
+
+def z_parameters(data: ExportInput) -> ZParameters:
+    """μ and σ per rater and dimension over the rater's non-excluded votes (EvalMi-50K §3.3).
+
+    The rule of who gets a z (at least 2 votes, σ > 0) is analysis.zmos.zscore_by_rater's; the
+    μ and σ are those it used, so a vote's z can be computed later, one chunk at a time.
     """
-    table = data.votes.copy()
-    table["excluded"] = table["rater"].isin(list(data.excluded))
-    table["exclusion_reason"] = [data.excluded.get(r, "") for r in table["rater"]]
-    z_excluded: dict[str, dict[str, str]] = {}
-    usable = table[~table["excluded"]]
+    usable = _usable_votes(data)
+    params = ZParameters({}, {}, {})
     for dim in data.dimensions:
         scored, excluded = zscore_by_rater(usable[["rater", dim]].rename(columns={dim: "score"}))
-        table[f"{dim}_z"] = scored["z"].reindex(table.index)
-        z_excluded[dim] = excluded
-    return table, z_excluded
+        grouped = scored.groupby("rater", sort=False)["score"]
+        params.mean[dim], params.std[dim], params.excluded[dim] = grouped.mean(), grouped.std(), excluded
+    return params
+
+
+def add_overall(frame: pd.DataFrame, dimensions: list[str]) -> pd.DataFrame:
+    """O = sqrt(SC · PQ) per vote when the dimensions ask for it and the frame lacks it."""
+    if "O" in dimensions and "O" not in frame.columns and {"SC", "PQ"} <= set(frame.columns):
+        return frame.assign(O=np.sqrt(frame["SC"].to_numpy(float) * frame["PQ"].to_numpy(float)))
+    return frame
+
+
+def vote_columns(frame: pd.DataFrame, data: ExportInput, params: ZParameters) -> pd.DataFrame:
+    """Votes with ``excluded``, ``exclusion_reason`` and ``<dim>_z`` per dimension added.
+
+    z is empty for a rater whose votes in that dimension are all equal (σ = 0) or who has a
+    single vote, and for excluded raters (they have no μ, σ).
+    """
+    frame = add_overall(frame, data.dimensions)
+    raters = frame["rater"]
+    reasons = raters.map(data.excluded).astype(object)
+    columns = {
+        "excluded": raters.isin(list(data.excluded)).to_numpy(),
+        "exclusion_reason": reasons.where(reasons.notna(), "").to_numpy(object),
+    }
+    for dim in data.dimensions:
+        mean, std = raters.map(params.mean[dim]), raters.map(params.std[dim])
+        columns[f"{dim}_z"] = ((frame[dim].astype(float) - mean) / std).to_numpy(float)
+    return frame.assign(**columns)
 
 
 def items_table(data: ExportInput, votes: pd.DataFrame) -> pd.DataFrame:
@@ -297,25 +343,156 @@ def evalmi_sheets(items: pd.DataFrame, votes: pd.DataFrame, data: ExportInput) -
 
 # ------------------------------------------------------------------ datasheet
 
+REPORT_RATER_LABEL = "rater{}"  # report.json names raters by id; the tables by this label
+_AGREEMENT_LEVEL = {"imagenhub": "ordinal", "evalmi": "interval"}
 
-def datasheet(data: ExportInput, items: pd.DataFrame, raters: pd.DataFrame, files: list[str]) -> str:
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _fmt_ci(ci) -> str:
+    return "—" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+_MODEL_NUMBERS_HOW = {
+    "imagenhub": """\
+- `mean`: each rater's mean over the items of that model they rated, then the mean over raters
+  (ImagenHub Table 4); `std between raters`: population standard deviation (ddof 0) of those
+  per-rater means; `95 % CI`: Student-t interval over the model's items of the rater-averaged
+  item score (mean ± t(0.975, n−1) · s / √n, n = items). O = sqrt(SC · PQ) per vote first.""",
+    "evalmi": """\
+- `mean`: model z-MOS (0–100): per rater z-scores rescaled by 100 (z + 3) / 6, averaged per item
+  over its raters, then over the model's items (EvalMi-50K §3.3); `std between raters`:
+  population standard deviation (ddof 0) of each rater's mean rescaled z over the model's items;
+  `95 % CI`: Student-t interval over the model's item z-MOS.""",
+}
+
+
+def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> str:
+    """The model-level numbers of the study report, as tables, and how each was made."""
+    protocol = data.meta.get("protocol")
+    lines = ["## Model-level results (from the study report, `report.json`)", "",
+             "Copied from `analysis.report.build_report`, the one report builder the site's pages, API and CLI "
+             "use; `report.json` holds all of it (every α level, human ceiling, judges, and `reasons` for every "
+             "empty number). Excluded raters are left out "
+             f"({'included' if report.get('include_excluded') else 'not included'} here).", ""]
+    models = report.get("models", {})
+    if protocol == "pairwise":
+        lines += [
+            "| model | comparisons | wins | losses | ties | both bad | win rate [95 % CI] | BT score [95 % CI] |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        ranked = sorted(models.items(), key=lambda kv: -(kv[1].get("bt_score") or float("-inf")))
+        for name, entry in ranked:
+            lines.append(
+                f"| {name} | {entry['comparisons']} | {entry['wins']} | {entry['losses']} | {entry['ties']} | "
+                f"{entry['both_bad']} | {_fmt(entry['win_rate'])} {_fmt_ci(entry['win_rate_ci95'])} | "
+                f"{_fmt(entry['bt_score'])} {_fmt_ci(entry['bt_ci95'])} |"
+            )
+        preference = report.get("study_level", {}).get("preference", {})
+        lines += ["", f"Agreement on the preference (A / B / tie / both bad as nominal categories): "
+                      f"Krippendorff's α {_fmt(preference.get('alpha_nominal'))}, "
+                      f"Fleiss' κ {_fmt(preference.get('fleiss_kappa'))}.", "",
+                  "How: ties count as half a win for each side; 'both bad' is left out of win rates and "
+                  "Bradley–Terry and reported as its own count. Bradley–Terry strengths are fitted by the MM "
+                  "algorithm with a weak prior (0.5 virtual wins and losses against a reference) and reported "
+                  "as natural-log strengths centred on the mean over models (0 = average model; "
+                  "P(i beats j) = 1 / (1 + exp(s_j − s_i))). CIs: percentile 95 % of a seeded bootstrap over "
+                  "judgements (1,000 replicates, seed 0)."]
+        for note in report.get("study_level", {}).get("pairwise_notes", []):
+            lines.append(f"- {note}")
+    else:
+        level = _AGREEMENT_LEVEL.get(protocol, "interval")
+        for dim in data.dimensions:
+            lines += [f"### {dim}", "",
+                      f"| model | items | raters | mean | std between raters | 95 % CI | α ({level}) | Fleiss κ |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for name, entry in models.items():
+                block = entry.get("dimensions", {}).get(dim)
+                if block is None:
+                    continue
+                lines.append(
+                    f"| {name} | {entry['items']} | {entry['raters'] if entry['raters'] is not None else '—'} | "
+                    f"{_fmt(block['mean'])} | {_fmt(block['std_between_raters'])} | {_fmt_ci(block['ci95'])} | "
+                    f"{_fmt(block['alpha'].get(level))} | {_fmt(block['fleiss_kappa'])} |"
+                )
+            study_dim = report.get("study_level", {}).get("dimensions", {}).get(dim, {})
+            if study_dim:
+                lines += ["", f"All models together: α ({level}) {_fmt(study_dim.get('alpha', {}).get(level))}, "
+                              f"Fleiss κ {_fmt(study_dim.get('fleiss_kappa'))}."]
+            lines.append("")
+        lines += ["How:", _MODEL_NUMBERS_HOW.get(protocol, ""),
+                  f"- `α`: Krippendorff's alpha over the model's items (units = items, values = the raters' votes on "
+                  f"the raw scale) at the {level} level (`report.json` also has nominal and interval/ordinal), "
+                  "computed with the `krippendorff` package; undefined (—) with fewer than two pairable votes or a "
+                  "single value present.",
+                  "- `Fleiss κ`: every distinct scale point a nominal category; items with fewer than 2 votes are "
+                  "dropped and each item's agreement uses its own number of raters."]
+    lines += ["", _screening_section(data, report, raters)]
+    reasons = report.get("reasons", [])
+    if reasons:
+        shown = reasons[:25]
+        lines += ["", "### Why some numbers are empty", "", *[f"- {why}" for why in shown]]
+        if len(reasons) > len(shown):
+            lines.append(f"- … {len(reasons) - len(shown)} more in `report.json` (`reasons`)")
+    return "\n".join(lines)
+
+
+def _screening_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> str:
+    """Which raters the ITU-R BT.500 rule would reject, per dimension; never applied."""
+    lines = ["### ITU-R BT.500 observer screening: **not applied**", "",
+             "The rule (Annex 1 §2.3.1): per item, outliers lie beyond 2 σ (kurtosis β2 in [2, 4]) or √20 σ; a "
+             "rater is rejected when more than 5 % of their votes are outliers, (P + Q) / N > 0.05, and not "
+             "mostly on one side, |P − Q| / (P + Q) < 0.3. The raters below are the ones the rule **would** "
+             "reject; they are **kept** in every number of this dataset and of the report (only raters listed "
+             "under 'Excluded raters' are left out).", ""]
+    if not data.dimensions:
+        lines.append("Not applicable: pairwise preferences have no score scale to screen.")
+        return "\n".join(lines)
+    screening = report.get("study_level", {}).get("screening")
+    for dim in data.dimensions:
+        if screening and dim in screening:
+            rejected = [REPORT_RATER_LABEL.format(r) for r in screening[dim]["rejected"]]
+            source = f"report.json `study_level.screening.{dim}` ({screening[dim]['raters']} raters screened)"
+        elif f"{dim}_bt500_flag" in raters.columns:
+            rejected = list(raters.loc[raters[f"{dim}_bt500_flag"].astype(bool), "rater"])
+            source = f"`raters.*` column `{dim}_bt500_flag`"
+        else:
+            continue
+        who = ", ".join(f"`{r}`" for r in sorted(rejected, key=str)) or "none"
+        lines.append(f"- {dim}: {len(rejected)} rater(s) would be rejected: {who} (from {source})")
+    if screening:
+        lines.append("- MOS with and without the screened raters, per model: `report.json` "
+                     "`study_level.screening.<dim>.mos_all` / `mos_screened`.")
+    return "\n".join(lines)
+
+
+def datasheet(data: ExportInput, items: pd.DataFrame, raters: pd.DataFrame, files: list[str],
+              report: dict | None = None) -> str:
     meta = data.meta
     dims = ", ".join(data.dimensions) or "preference (pairwise)"
     excluded = "\n".join(f"- `{r}`: {why}" for r, why in sorted(data.excluded.items())) or "- none"
     listing = "\n".join(f"- `{name}`" for name in files)
+    threshold = meta.get("agreement_threshold")
+    model_numbers = _report_section(data, report, raters) if report is not None else ""
     return f"""# {meta.get('title', meta.get('slug'))}: rating data
 
 Study `{meta.get('slug')}` · protocol `{meta.get('protocol')}` (version {meta.get('protocol_version')}) ·
 task `{meta.get('task_type')}` · exported {meta.get('exported_at')}.
-Study settings (with protocol defaults filled in) are in `study.json`.
+Study settings (with protocol defaults filled in) are in `study.json`.{
+    f" The study's agreement threshold (α shown as acceptable on its dashboard) is {threshold:g}." if threshold else ""}
 
 ## Counts
 - votes: {len(data.votes)}; raters: {data.votes['rater'].nunique() if len(data.votes) else 0}; items with votes: {len(items)}
 - dimensions: {dims}
 
+{model_numbers}
+
 ## How every number was made
 - **Votes** (`votes.*`): one row per rater and item as stored, the latest version of each rating
-  (earlier edits are not exported). Raters are pseudonymous (`rater<id>`): no names or e-mails. Dimension columns hold the raw scale of the protocol
+  (earlier edits are not exported); attention-check answers are not votes and are left out.
+  Raters are pseudonymous (`rater<id>`): no names or e-mails. Dimension columns hold the raw scale of the protocol
   (ImagenHub SC/PQ in {{0, 0.5, 1}}; EvalMi Likert points).
 - **O** (ImagenHub only): per vote, O = sqrt(SC · PQ) (ImagenHub, Ku et al., 2023), so an image
   that ignores its conditions (SC = 0) scores 0.
@@ -332,6 +509,7 @@ Study settings (with protocol defaults filled in) are in `study.json`.
   (kurtosis test per item; P + Q over N > 0.05 and |P − Q| / (P + Q) < 0.3; strict inequalities).
   Flags are reported, **not** applied; `excluded` marks raters the site left out of every
   number above, with the reason in `reasons`.
+- **Model-level numbers** (`report.json`, tables above): see "How" under each table.
 - **ImagenHub layout** (`imagenhub/<Task>/<Task>_raterN.tsv`, the task folder name of the
   released data): one TSV per non-excluded rater (numbered in sorted label order),
   `uid` = instance key, one column per model, cells `[SC, PQ]`; a uid appears for a rater only
@@ -341,6 +519,8 @@ Study settings (with protocol defaults filled in) are in `study.json`.
   only when the task answer and all sub-answers are 1.
 - CSV: UTF-8, comma separated; text cells starting with = + - @ are prefixed with `'` so that
   spreadsheets do not evaluate them. JSONL and Parquet hold the same tables unescaped.
+- Consistency: the numbers are computed from one read of the votes and `votes.*` is written
+  from a second read; export a closed study so that no vote changes in between.
 
 ## Excluded raters
 {excluded}
@@ -376,27 +556,77 @@ class _Sink:
         return data
 
 
-def export_tables(data: ExportInput) -> dict[str, pd.DataFrame]:
-    """The three tables of the dataset (pairwise: votes and raters only)."""
-    data = with_overall(data)
-    votes, z_excluded = votes_table(data)
-    tables = {"votes": votes}
-    if data.dimensions:
-        tables["items"] = items_table(data, votes)
-    tables["raters"] = raters_table(data, votes, z_excluded)
-    return tables
+_FLOAT_SUFFIXES = ("_z",)
+_KNOWN_TYPES = {
+    "excluded": pa.bool_(),
+    "created_at": pa.timestamp("ns", tz="UTC"),
+    "updated_at": pa.timestamp("ns", tz="UTC"),
+    "item": pa.int64(),
+    "comparison": pa.int64(),
+    "time_on_item_ms": pa.int64(),
+}
+
+
+def _arrow_schema(frame: pd.DataFrame, dimensions: list[str]) -> pa.Schema:
+    """One schema for every chunk of the votes table: numbers as numbers, text (even all-empty) as text."""
+    inferred = pa.Schema.from_pandas(frame, preserve_index=False)
+    fields = []
+    for item in inferred:
+        if item.name in dimensions or item.name.endswith(_FLOAT_SUFFIXES):
+            kind = pa.float64()
+        elif item.name in _KNOWN_TYPES:
+            kind = _KNOWN_TYPES[item.name]
+        elif pa.types.is_null(item.type) or frame[item.name].dtype == object:
+            kind = pa.string()
+        else:
+            kind = item.type
+        fields.append(pa.field(item.name, kind))
+    return pa.schema(fields)
+
+
+def _votes_files(data: ExportInput, params: ZParameters) -> Iterator[tuple[str, bytes | None, object]]:
+    """Write the votes table chunk by chunk: yields ("csv", bytes, None) per chunk, then the
+    JSONL and Parquet copies as ("jsonl"/"parquet", None, temporary file) at the end."""
+    chunks = data.vote_rows() if data.vote_rows is not None else (
+        data.votes.iloc[start : start + CSV_CHUNK_ROWS] for start in range(0, max(len(data.votes), 1), CSV_CHUNK_ROWS)
+    )
+    jsonl = tempfile.TemporaryFile()
+    parquet = tempfile.TemporaryFile()
+    writer, schema, header = None, None, True
+    for chunk in chunks:
+        table = vote_columns(chunk, data, params)
+        for index, block in enumerate(iter_csv(table)):
+            if index == 0 and not header:
+                block = block.split(b"\n", 1)[1]  # the header line, written with the first chunk only
+            yield "csv", block, None
+        header = False
+        for block in iter_jsonl(table):
+            jsonl.write(block)
+        if writer is None:
+            schema = _arrow_schema(table, data.dimensions)
+            writer = pq.ParquetWriter(parquet, schema)
+        writer.write_table(pa.Table.from_pandas(table, schema=schema, preserve_index=False))
+    if writer is not None:
+        writer.close()
+    yield "jsonl", None, jsonl
+    yield "parquet", None, parquet
+
+
+def _copy(handle, size: int = 1 << 20) -> Iterator[bytes]:
+    handle.seek(0)
+    while block := handle.read(size):
+        yield block
+    handle.close()
 
 
 def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
-    """The whole dataset as a zip, yielded in chunks (for StreamingHttpResponse)."""
-    data = with_overall(data)
-    votes, z_excluded = votes_table(data)
-    items = items_table(data, votes) if data.dimensions else pd.DataFrame()
-    raters = raters_table(data, votes, z_excluded)
-    tables = {"votes": votes, "raters": raters}
-    if data.dimensions:
-        tables["items"] = items
+    """The whole dataset as a zip, yielded in chunks (for StreamingHttpResponse).
 
+    Memory: the per-item and per-rater tables are computed from ``data.votes`` (the numbers only);
+    the per-vote table is written chunk by chunk from ``data.vote_rows`` (CSV straight into the
+    zip, JSONL and Parquet through temporary files on disk, then copied in). The study report
+    (``data.report``) is built after the votes, for the datasheet and ``report.json``.
+    """
     sink = _Sink()
     names: list[str] = []
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -410,17 +640,39 @@ def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
             yield sink.take()
 
         yield from member("study.json", [json.dumps(data.meta, indent=2, default=str).encode()])
+        data = with_overall(data)
+        params = z_parameters(data)
+        copies = {}
+
+        def votes_csv() -> Iterator[bytes]:
+            for kind, block, handle in _votes_files(data, params):
+                if kind == "csv":
+                    yield block
+                else:
+                    copies[kind] = handle
+
+        yield from member("votes.csv", votes_csv())
+        yield from member("votes.jsonl", _copy(copies["jsonl"]))
+        yield from member("votes.parquet", _copy(copies["parquet"]))
+
+        numbers = vote_columns(data.votes, data, params)
+        items = items_table(data, numbers) if data.dimensions else pd.DataFrame()
+        raters = raters_table(data, numbers, params.excluded)
+        tables = {"raters": raters, **({"items": items} if data.dimensions else {})}
         for name, table in tables.items():
             yield from member(f"{name}.csv", iter_csv(table))
             yield from member(f"{name}.jsonl", iter_jsonl(table))
             yield from member(f"{name}.parquet", [parquet_bytes(table)])
         layouts: dict[str, bytes] = {}
-        if data.meta.get("protocol") == "imagenhub" and len(votes):
+        if data.meta.get("protocol") == "imagenhub" and len(numbers):
             folder = data.meta.get("imagenhub_folder") or data.meta["slug"]
-            layouts.update(imagenhub_tsvs(votes[~votes["excluded"]], folder=folder))
+            layouts.update(imagenhub_tsvs(numbers[~numbers["excluded"]], folder=folder))
         if data.meta.get("protocol") == "evalmi" and len(items):
-            layouts.update(evalmi_sheets(items, votes, data))
+            layouts.update(evalmi_sheets(items, numbers, data))
         for name, blob in layouts.items():
             yield from member(f"{'imagenhub/' if name.endswith('.tsv') else ''}{name}", [blob])
-        yield from member("README.md", [datasheet(data, items, raters, [*names, "README.md"]).encode()])
+        report = data.report() if callable(data.report) else data.report
+        if report is not None:
+            yield from member("report.json", [json.dumps(report, indent=1, ensure_ascii=False).encode()])
+        yield from member("README.md", [datasheet(data, items, raters, [*names, "README.md"], report).encode()])
     yield sink.take()

@@ -132,3 +132,43 @@ def test_an_evalmi_export_has_the_mos_sheet_with_majority_answers():
     assert list(sheet["YN_1"]) == [1.0, 1.0] and list(sheet["Y/N"]) == [1.0, 1.0]
     flux = sheet[sheet["ImageName"] == "Flux/7.png"].iloc[0]
     assert flux["MOS1"] > 50 > sheet[sheet["ImageName"] == "SD/7.png"].iloc[0]["MOS1"]
+
+
+@pytest.mark.django_db
+def test_the_vote_tables_are_written_chunk_by_chunk_from_the_database_before_the_report_is_built(monkeypatch):
+    import pyarrow.parquet as pq
+
+    import analysis.export_input as export_input
+
+    monkeypatch.setattr(export_input, "CSV_CHUNK_ROWS", 5)
+    study = _imagenhub_study_with_votes()
+    data = study_export_input(study)
+    chunks_read, report_built = [], []
+    rows, build = data.vote_rows, data.report
+    data.vote_rows = lambda: (chunks_read.append(len(frame)) or frame for frame in rows())
+    data.report = lambda: report_built.append(len(chunks_read)) or build()
+    blob = b"".join(iter_export_zip(data))
+    assert chunks_read == [5, 5, 5, 3]  # 18 votes, 5 per read
+    assert report_built == [4]  # after every vote chunk was written
+    archive = zipfile.ZipFile(io.BytesIO(blob))
+    csv_lines = archive.read("votes.csv").decode().splitlines()
+    assert len(csv_lines) == 19 and csv_lines[0].startswith("rater,item,instance,model,SC,PQ,created_at")
+    assert sum(line.startswith("rater,") for line in csv_lines) == 1
+    assert len(archive.read("votes.jsonl").decode().splitlines()) == 18
+    parquet = pq.ParquetFile(io.BytesIO(archive.read("votes.parquet")))
+    assert parquet.metadata.num_row_groups == 4 and parquet.metadata.num_rows == 18
+    votes = parquet.read().to_pandas()
+    numbers = ratings_frame(study)
+    assert sorted(votes["SC"]) == sorted(numbers["SC"]) and votes["SC_z"].notna().all()
+
+
+@pytest.mark.django_db
+def test_attention_check_answers_are_not_exported_as_votes():
+    from tests.factories import make_attention_check
+
+    study = _imagenhub_study_with_votes()
+    check = make_item(study, instance=make_instance(study, key="attention"), model="Alpha")
+    make_attention_check(check)
+    rating_submit(rater=make_rater(), item=check, values={"SC": 0.5, "PQ": 1}, require_assignment=False)
+    votes = pd.read_csv(io.BytesIO(_zip_of(study).read("votes.csv")))
+    assert len(votes) == 18 and "attention" not in set(votes["instance"])
