@@ -17,8 +17,10 @@ from django.utils import timezone
 from analysis import data
 from analysis.agreement import agreement_table, krippendorff_alpha, reliability_matrix
 from analysis.imagenhub import add_overall
-from analysis.models import JudgeRun
+from analysis.importers import HUMAN_REFERENCE
+from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.progress import Progress, study_progress
+from analysis.report import QA_DIMENSION
 from analysis.screening import screen_observers
 from raters.models import RaterStanding
 from tasks import protocols
@@ -121,16 +123,23 @@ def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tupl
     return dims, rows
 
 
+ALPHA_COLUMNS = ["dimension", "ratings", "alpha", "ci_low", "ci_high"]
+
+
 def alpha_series(study: Study) -> pd.DataFrame:
-    """α of each dimension over the first k ratings (by arrival), at up to 8 checkpoints."""
+    """α of each dimension over the first k ratings (by arrival), at up to 8 checkpoints.
+
+    ``ci_low``/``ci_high``: percentile 95 % bootstrap over items (200 replicates, seed 0) of
+    the α at that checkpoint; empty where α is undefined.
+    """
     if study.protocol == protocols.PAIRWISE:
-        return pd.DataFrame(columns=["dimension", "ratings", "alpha"])
+        return pd.DataFrame(columns=ALPHA_COLUMNS)
     dims, level = analysis_dimensions(study), agreement_level(study)
 
     def compute():
         ratings = _ratings(study)
         if ratings.empty:
-            return pd.DataFrame(columns=["dimension", "ratings", "alpha"])
+            return pd.DataFrame(columns=ALPHA_COLUMNS)
         arrival = pd.DataFrame.from_records(
             list(Rating.objects.filter(study=study, item__isnull=False).values_list("rater_id", "item_id", "created_at")),
             columns=["rater", "item", "created_at"],
@@ -143,11 +152,13 @@ def alpha_series(study: Study) -> pd.DataFrame:
         for mark in marks:
             head = ordered.iloc[:mark]
             for dim in dims:
-                estimate = krippendorff_alpha(reliability_matrix(head, score=dim, item="unit"), level=level)
-                rows.append({"dimension": dim, "ratings": mark, "alpha": estimate.value})
-        return pd.DataFrame(rows, columns=["dimension", "ratings", "alpha"])
+                estimate = krippendorff_alpha(reliability_matrix(head, score=dim, item="unit"), level=level,
+                                              n_boot=DASHBOARD_BOOTSTRAP)
+                low, high = estimate.ci95 if estimate.ci95 else (None, None)
+                rows.append({"dimension": dim, "ratings": mark, "alpha": estimate.value, "ci_low": low, "ci_high": high})
+        return pd.DataFrame(rows, columns=ALPHA_COLUMNS)
 
-    return cache.get_or_set(f"dash-alpha:{_state_key(study)}", compute, 3600)
+    return cache.get_or_set(f"dash-alpha-ci:{_state_key(study)}", compute, 3600)
 
 
 @dataclass(frozen=True)
@@ -205,3 +216,38 @@ def judge_runs(study: Study) -> list[JudgeRun]:
     finished = list(JudgeRun.objects.filter(study=study).exclude(state__in=["queued", "running"])
                     .select_related("judge").order_by("-created_at")[:5])
     return active + finished
+
+
+@dataclass(frozen=True)
+class JudgeScatter:
+    """Which judge scatter (analysis.judge_views.scatter_svg, the judges page's plot) to show."""
+
+    judge: str
+    dimension: str
+    human_dimension: str
+    judges: int
+
+
+def judge_scatter(study: Study) -> JudgeScatter | None:
+    """The first judge (by name) with scores on the study, and its first scored dimension.
+
+    A judge dimension named like a human one is plotted against it, any other (CLIP_Score…)
+    against the study's first dimension. None when no judge scored the study (yes/no answers
+    and published human references do not count) or the study is pairwise.
+    """
+    if study.protocol == protocols.PAIRWISE:
+        return None
+    human = analysis_dimensions(study)
+    judges = [
+        (name, params) for name, params in Judge.objects.filter(runs__study=study).distinct().order_by("name")
+        .values_list("name", "params") if (params or {}).get("role") != HUMAN_REFERENCE
+    ]
+    for name, _ in judges:
+        dimensions = list(
+            JudgeScore.objects.filter(run__study=study, run__judge__name=name, value__isnull=False)
+            .exclude(dimension=QA_DIMENSION).order_by("dimension").values_list("dimension", flat=True).distinct()
+        )
+        if dimensions:
+            dimension = next((d for d in human if d in dimensions), dimensions[0])
+            return JudgeScatter(name, dimension, dimension if dimension in human else human[0], len(judges))
+    return None

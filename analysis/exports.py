@@ -406,7 +406,7 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
         level = _AGREEMENT_LEVEL.get(protocol, "interval")
         for dim in data.dimensions:
             lines += [f"### {dim}", "",
-                      f"| model | items | raters | mean | std between raters | 95 % CI | α ({level}) | Fleiss κ |",
+                      f"| model | items | raters | mean | std between raters | 95 % CI | α ({level}) [95 % CI] | Fleiss κ [95 % CI] |",
                       "|---|---|---|---|---|---|---|---|"]
             for name, entry in models.items():
                 block = entry.get("dimensions", {}).get(dim)
@@ -415,7 +415,8 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
                 lines.append(
                     f"| {name} | {entry['items']} | {entry['raters'] if entry['raters'] is not None else '—'} | "
                     f"{_fmt(block['mean'])} | {_fmt(block['std_between_raters'])} | {_fmt_ci(block['ci95'])} | "
-                    f"{_fmt(block['alpha'].get(level))} | {_fmt(block['fleiss_kappa'])} |"
+                    f"{_fmt(block['alpha'].get(level))} {_fmt_ci((block.get('alpha_ci95') or {}).get(level))} | "
+                    f"{_fmt(block['fleiss_kappa'])} {_fmt_ci(block.get('fleiss_kappa_ci95'))} |"
                 )
             study_dim = report.get("study_level", {}).get("dimensions", {}).get(dim, {})
             if study_dim:
@@ -424,11 +425,13 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
             lines.append("")
         lines += ["How:", _MODEL_NUMBERS_HOW.get(protocol, ""),
                   f"- `α`: Krippendorff's alpha over the model's items (units = items, values = the raters' votes on "
-                  f"the raw scale) at the {level} level (`report.json` also has nominal and interval/ordinal), "
+                  f"the raw scale) at the {level} level (`report.json` has the nominal, ordinal and interval levels), "
                   "computed with the `krippendorff` package; undefined (—) with fewer than two pairable votes or a "
                   "single value present.",
                   "- `Fleiss κ`: every distinct scale point a nominal category; items with fewer than 2 votes are "
-                  "dropped and each item's agreement uses its own number of raters."]
+                  "dropped and each item's agreement uses its own number of raters.",
+                  "- CIs of α and κ: percentile 95 % of a seeded bootstrap over items (the report's replicates and "
+                  "seed, see `report.json`); — when undefined."]
     lines += ["", _screening_section(data, report, raters)]
     reasons = report.get("reasons", [])
     if reasons:

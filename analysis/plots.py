@@ -126,17 +126,3 @@ def alpha_over_time(series: pd.DataFrame, *, threshold: float | None = None) -> 
     ax.set_ylim(min(-0.1, float(series["alpha"].min()) - 0.05), 1.02)
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)
-
-
-def judge_vs_human(points: pd.DataFrame, *, judge: str, dimension: str) -> str:
-    """Per-item judge score (y) against human mean (x), coloured by ``model``."""
-    if points.empty:
-        return _empty("No items scored by both")
-    fig, ax = plt.subplots(figsize=(4.6, 4))
-    for index, (model, group) in enumerate(points.groupby("model", sort=True)):
-        ax.scatter(group["human"], group["judge"], s=14, color=COLOURS[index % len(COLOURS)], label=str(model), alpha=0.8)
-    ax.set_xlabel(f"human {dimension}")
-    ax.set_ylabel(f"{judge} {dimension}")
-    ax.legend(fontsize=7, frameon=False)
-    ax.grid(alpha=0.3)
-    return _svg(fig)

@@ -125,6 +125,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     context["plots"] = [p for p in PLOTS if not (p == "sc-pq" and study.protocol != protocols.IMAGENHUB)]
     if study.protocol == protocols.PAIRWISE:
         context["plots"] = []
+    context["judge_scatter"] = dashboard.judge_scatter(study)
     return render(request, "research/dashboard.html", context)
 
 

@@ -25,6 +25,10 @@ def _f(value) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
+def _ci(ci) -> str:
+    return "—" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
 def test_the_datasheet_has_every_model_and_dimension_number_of_build_report_and_report_json_is_the_report():
     study = _imagenhub_study_with_votes(task_type="text_guided_editing")
     archive = _zip_of(study)
@@ -35,8 +39,8 @@ def test_the_datasheet_has_every_model_and_dimension_number_of_build_report_and_
         for dim in ("SC", "PQ", "O"):
             block = entry["dimensions"][dim]
             row = (f"| {model} | 3 | 3 | {_f(block['mean'])} | {_f(block['std_between_raters'])} | "
-                   f"[{block['ci95'][0]:.4f}, {block['ci95'][1]:.4f}] | {_f(block['alpha']['ordinal'])} | "
-                   f"{_f(block['fleiss_kappa'])} |")
+                   f"[{block['ci95'][0]:.4f}, {block['ci95'][1]:.4f}] | {_f(block['alpha']['ordinal'])} "
+                   f"{_ci(block['alpha_ci95']['ordinal'])} | {_f(block['fleiss_kappa'])} {_ci(block['fleiss_kappa_ci95'])} |")
             assert row in readme.split(f"### {dim}\n", 1)[1].split("###", 1)[0], row
     # and the numbers are the ones a person can check by hand: Alpha's SC rater means 5/6, 5/6, 1/2
     # → mean 13/18 = 0.7222, population std √2/9 = 0.1571

@@ -205,3 +205,33 @@ def test_the_export_link_downloads_the_dataset_zip(client, study, researcher):
     response = client.get(reverse("research-export", args=[study.slug]))
     assert response["Content-Type"] == "application/zip"
     assert b"".join(response.streaming_content)[:2] == b"PK"
+
+
+def test_alpha_over_time_has_a_bootstrap_band_around_every_defined_alpha(client, study, researcher):
+    from analysis.dashboard import alpha_series
+
+    series = alpha_series(study).dropna(subset=["alpha"])
+    assert len(series) and series["ci_low"].notna().all()
+    assert (series["ci_low"] <= series["alpha"] + 1e-9).all() and (series["alpha"] <= series["ci_high"] + 1e-9).all()
+    client.force_login(researcher)
+    svg = client.get(reverse("research-plot", args=[study.slug, "alpha"])).content.decode()
+    assert "PolyCollection" in svg  # the shaded band
+    assert "threshold 0.4" in svg
+
+
+def test_the_dashboard_shows_the_judges_scatter_only_when_a_judge_scored_the_study(client, study, researcher):
+    from analysis.models import JudgeScore
+
+    client.force_login(researcher)
+    url = reverse("research-study", args=[study.slug])
+    assert "Judges vs humans" not in client.get(url).content.decode()
+    judge = Judge.objects.create(name="viescore-gpt", kind="viescore")
+    run = JudgeRun.objects.create(judge=judge, study=study, state="done", total=6, done=6)
+    for item in study.items.all():
+        JudgeScore.objects.create(run=run, item=item, dimension="SC", value=0.5)
+    page = client.get(url).content.decode()
+    assert "Judges vs humans" in page
+    assert f"/studies/{study.slug}/judges/scatter.svg?judge=viescore-gpt&amp;dim=SC&amp;human=SC" in page
+    assert f'href="/studies/{study.slug}/judges/"' in page
+    scatter = client.get(f"/studies/{study.slug}/judges/scatter.svg?judge=viescore-gpt&dim=SC&human=SC")
+    assert scatter.status_code == 200 and scatter["Content-Type"] == "image/svg+xml"
