@@ -45,3 +45,59 @@ def test_imagic_sc_has_no_ceiling_and_says_why(imagenhub_ratings):
     row = human_ceiling(imagic, scores=["SC"]).iloc[0]
     assert row["srcc"] is None and row["n_raters"] == 0
     assert "constant" in row["reason"]
+
+
+def _ceiling_by_scipy_loop(ratings, score, by):
+    """The straightforward definition: pivot per group, one scipy call per rater and method."""
+    from scipy import stats
+
+    from analysis.correlation import fisher_z_mean
+
+    rows = []
+    groups = ratings.groupby(list(by), sort=True) if by else [((), ratings)]
+    for _, group in groups:
+        table = group.pivot_table(index="rater", columns="item", values=score, aggfunc="mean").to_numpy()
+        values = {"srcc": [], "plcc": [], "krcc": []}
+        for r in range(table.shape[0]):
+            others = np.nanmean(np.delete(table, r, axis=0), axis=0) if table.shape[0] > 1 else np.full(table.shape[1], np.nan)
+            x, y = np.round(table[r], 9), np.round(others, 9)
+            keep = np.isfinite(x) & np.isfinite(y)
+            x, y = x[keep], y[keep]
+            if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+                continue
+            values["srcc"].append(stats.spearmanr(x, y)[0])
+            values["plcc"].append(stats.pearsonr(x, y)[0])
+            values["krcc"].append(stats.kendalltau(x, y)[0])
+        rows.append({m: fisher_z_mean(v) for m, v in values.items()})
+    return rows
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_vectorised_ceiling_equals_one_scipy_call_per_rater_on_random_panels():
+    rng = np.random.default_rng(9)
+    for trial in range(12):
+        n = 400
+        ratings = pd.DataFrame({
+            "rater": rng.choice([f"r{i}" for i in range(6)], n),
+            "item": rng.integers(0, 40, n),
+            "model": rng.choice(["m1", "m2", "m3"], n),
+            "score": rng.choice([0.0, 0.5, 1.0], n) if trial % 2 else rng.normal(50, 10, n),
+        })
+        ratings = ratings.drop_duplicates(["rater", "item", "model"]) if trial % 3 else ratings  # some doubles
+        ratings.loc[ratings.sample(frac=0.05, random_state=trial).index, "score"] = np.nan
+        for by in (("model",), ()):
+            table = human_ceiling(ratings, scores=["score"], by=by)
+            expected = _ceiling_by_scipy_loop(ratings, "score", by)
+            for (_, row), reference in zip(table.iterrows(), expected):
+                for method, value in reference.items():
+                    if value is None:
+                        assert row[method] is None
+                    else:
+                        assert row[method] == pytest.approx(value, abs=1e-9)
+
+
+def test_ceiling_rows_come_group_by_group_then_dimension():
+    ratings = pd.DataFrame({"rater": list("ab") * 6, "item": np.repeat(range(6), 2), "model": ["m1"] * 6 + ["m2"] * 6,
+                            "SC": range(12), "PQ": range(12)})
+    table = human_ceiling(ratings, scores=["SC", "PQ"])
+    assert list(zip(table["model"], table["dimension"])) == [("m1", "SC"), ("m1", "PQ"), ("m2", "SC"), ("m2", "PQ")]

@@ -107,3 +107,64 @@ def test_correlations_are_symmetric(pairs):
     for name in ("srcc", "plcc", "krcc"):
         a, b = getattr(forward, name), getattr(backward, name)
         assert (a is None and b is None) or a == pytest.approx(b, abs=1e-9)
+
+
+def test_grouped_correlations_match_scipy_per_group_with_ties_and_float_noise():
+    from scipy import stats
+
+    from analysis.correlation import grouped_correlations
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        sizes = rng.integers(0, 30, rng.integers(1, 6))
+        groups = np.repeat(np.arange(len(sizes)), sizes)
+        if trial % 3 == 0:  # Likert-like: many ties
+            x = rng.integers(1, 6, len(groups)).astype(float)
+            y = rng.integers(0, 4, len(groups)) / 3
+        elif trial % 3 == 1:
+            x = rng.random(len(groups))
+            y = x + rng.normal(0, 0.3, len(groups))
+        else:  # ties hidden under float noise smaller than 1e-9
+            x = np.round(rng.random(len(groups)), 1) + rng.normal(0, 1e-12, len(groups))
+            y = np.round(rng.random(len(groups)), 1) - rng.normal(0, 1e-12, len(groups))
+        x[rng.random(len(groups)) < 0.1] = np.nan
+        shuffle = rng.permutation(len(groups))
+        result = grouped_correlations(groups[shuffle], x[shuffle], y[shuffle], n_groups=len(sizes))
+        for g in range(len(sizes)):
+            xs, ys = np.round(x[groups == g], 9), np.round(y[groups == g], 9)
+            keep = np.isfinite(xs) & np.isfinite(ys)
+            xs, ys = xs[keep], ys[keep]
+            assert result.n[g] == len(xs)
+            if len(xs) < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+                assert np.isnan(result.srcc[g]) and result.reason[g]
+                continue
+            assert result.srcc[g] == pytest.approx(stats.spearmanr(xs, ys)[0], abs=1e-12)
+            assert result.plcc[g] == pytest.approx(stats.pearsonr(xs, ys)[0], abs=1e-12)
+            assert result.krcc[g] == pytest.approx(stats.kendalltau(xs, ys)[0], abs=1e-12)
+
+
+def test_grouped_kendall_counts_discordant_pairs_with_many_distinct_values_on_both_sides():
+    from scipy import stats
+
+    from analysis.correlation import grouped_correlations
+
+    rng = np.random.default_rng(4)
+    groups = np.repeat([0, 1], [700, 300])
+    x, y = rng.random(1000), rng.random(1000)  # > 512 distinct values on both sides: 10 bit levels
+    result = grouped_correlations(groups, x, y)
+    for g in (0, 1):
+        assert result.krcc[g] == pytest.approx(stats.kendalltau(x[groups == g], y[groups == g])[0], abs=1e-12)
+
+
+def test_grouped_correlations_explain_undefined_groups_like_sample_correlations():
+    from analysis.correlation import grouped_correlations
+
+    result = grouped_correlations([0, 0, 0, 1, 1, 2, 2, 2], [1, 1, 1, 1, 2, 1, 2, 3], [1, 2, 3, 1, 2, 5, 5, 5],
+                                  n_groups=4)
+    assert result.reason == [
+        sample_correlations([1, 1, 1], [1, 2, 3]).reason,
+        "only 2 paired samples: need at least 3",
+        "human scores are constant: correlation undefined",
+        "only 0 paired samples: need at least 3",
+    ]
+    assert np.isnan(result.krcc).all()
