@@ -20,22 +20,36 @@ class RaterAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
     actions = ["block_raters"]
 
-    @admin.action(description="Block selected raters site-wide (logged in their latest study)")
+    @admin.action(description="Block selected raters site-wide (asks for a reason)")
     def block_raters(self, request, queryset):
-        """Blocks go through rater_decide so each one is logged with a reason and an actor."""
+        """Asks for a reason, then blocks each rater through raters.services.rater_block (logged)."""
         from django.contrib import messages
+        from django.contrib.admin import helpers
+        from django.template.response import TemplateResponse
 
-        from raters.services import rater_decide
-        from tasks.models import Rating
+        from raters.services import DecisionRefused, rater_block
 
-        for rater in queryset:
-            latest = Rating.objects.filter(rater=rater).order_by("-created_at").select_related("study").first()
-            if latest is None:
-                self.message_user(request, f"{rater}: no ratings, so no study to record the block in", messages.WARNING)
-                continue
-            rater_decide(study=latest.study, rater=rater, decision="block", actor=request.user,
-                         reason=f"Blocked from the admin by {request.user.get_username()}")
-            self.message_user(request, f"Blocked {rater}")
+        reason = request.POST.get("reason", "").strip()
+        if "apply" in request.POST and reason:
+            for rater in queryset:
+                try:
+                    rater_block(rater=rater, actor=request.user,
+                                reason=f"{reason} (from the admin, {request.user.get_username()})")
+                except DecisionRefused as exc:
+                    self.message_user(request, f"{rater}: {exc}", messages.ERROR)
+                    continue
+                self.log_change(request, rater, f"Blocked site-wide: {reason}")
+                self.message_user(request, f"Blocked {rater} site-wide")
+            return None
+        return TemplateResponse(request, "admin/raters/rater/block_raters.html", {
+            **self.admin_site.each_context(request),
+            "title": "Block raters",
+            "raters": list(queryset),
+            "reason": reason,
+            "error": "Give a reason: it is kept with the decision and shown in exports" if "apply" in request.POST else "",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "opts": self.model._meta,
+        })
 
 
 @admin.register(QualityPolicy)

@@ -100,6 +100,32 @@ def rater_decide(*, study, rater: Rater, decision: str, reason: str, actor=None,
     return standing
 
 
+@transaction.atomic
+def rater_block(*, rater: Rater, reason: str, actor=None) -> Rater:
+    """Block ``rater`` site-wide (no rating anywhere) with a reason, whether or not they have rated.
+
+    A rater with ratings is blocked through :func:`rater_decide` in the study they rated last,
+    so the decision is logged there as a ``RaterAction``. A rater with no ratings has no study to
+    log in: the reason and the actor are kept in ``Rater.state_reason`` (the admin also writes
+    its own log entry).
+    """
+    from tasks.models import Rating  # tasks imports raters; keep the import inside
+
+    reason = (reason or "").strip()
+    if not reason:
+        raise DecisionRefused("Give a reason: it is kept with the decision and shown in exports")
+    latest = Rating.objects.filter(rater=rater).order_by("-created_at").select_related("study").first()
+    if latest is not None:
+        rater_decide(study=latest.study, rater=rater, decision=Decision.BLOCK, reason=reason, actor=actor)
+        rater.refresh_from_db(fields=["state", "state_reason"])
+        return rater
+    Rater.objects.select_for_update().filter(pk=rater.pk).first()
+    by = f" by {actor.get_username()}" if actor is not None else ""
+    rater.state, rater.state_reason = Rater.State.BLOCKED, f"Blocked site-wide{by}: {reason}"
+    rater.save(update_fields=["state", "state_reason"])
+    return rater
+
+
 def _apply(study, rater: Rater, action: str, reason: str) -> bool:
     """Apply a rule's action (a ``QualityPolicy.Action``); True when the standing changed."""
     if not action:

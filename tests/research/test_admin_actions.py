@@ -37,13 +37,45 @@ def test_an_empty_draft_cannot_be_opened_from_the_admin(admin_client):
     assert "has no items" in page and Study.objects.get(pk=study.pk).state == "draft"
 
 
-def test_blocking_a_rater_from_the_admin_is_logged_with_a_reason(admin_client):
+def test_blocking_a_rater_from_the_admin_asks_for_a_reason_then_logs_it_in_their_latest_study(admin_client):
     rater = make_rater()
     rating_submit(rater=rater, item=make_item(), values={"SC": 1, "PQ": 1}, require_assignment=False)
-    _act(admin_client, "admin:raters_rater_changelist", "block_raters", [rater.pk])
+    form = _act(admin_client, "admin:raters_rater_changelist", "block_raters", [rater.pk]).content.decode()
+    assert 'name="reason"' in form and "Block 1 rater site-wide" in form
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.ACTIVE  # nothing happens before the reason is given
+    page = admin_client.post(reverse("admin:raters_rater_changelist"), {
+        "action": "block_raters", "_selected_action": [str(rater.pk)], "reason": "copied answers", "apply": "1",
+    }, follow=True).content.decode()
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.BLOCKED and "site-wide" in page
+    assert RaterAction.objects.get(rater=rater).reason == "copied answers (from the admin, admin)"
+
+
+def test_a_rater_with_no_ratings_anywhere_is_blocked_site_wide_with_the_reason_kept_on_the_rater(admin_client):
+    from django.contrib.admin.models import LogEntry
+
+    from tasks.services import RatingRejected
+
+    rater = make_rater()
+    admin_client.post(reverse("admin:raters_rater_changelist"), {
+        "action": "block_raters", "_selected_action": [str(rater.pk)], "reason": "known spammer", "apply": "1",
+    })
     rater.refresh_from_db()
     assert rater.state == Rater.State.BLOCKED
-    assert RaterAction.objects.get(rater=rater).reason.startswith("Blocked from the admin by admin")
+    assert rater.state_reason == "Blocked site-wide by admin: known spammer (from the admin, admin)"
+    assert LogEntry.objects.get(object_id=str(rater.pk)).get_change_message() == "Blocked site-wide: known spammer"
+    with pytest.raises(RatingRejected, match="not active"):
+        rating_submit(rater=rater, item=make_item(), values={"SC": 1, "PQ": 1}, require_assignment=False)
+
+
+def test_an_empty_reason_blocks_nobody(admin_client):
+    rater = make_rater()
+    page = admin_client.post(reverse("admin:raters_rater_changelist"), {
+        "action": "block_raters", "_selected_action": [str(rater.pk)], "reason": "  ", "apply": "1",
+    }).content.decode()
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.ACTIVE and "Give a reason" in page
 
 
 def test_a_runnable_judge_appears_as_a_study_action_and_starts_a_run(admin_client, settings):
