@@ -364,9 +364,12 @@ def attention_slot_item(*, rater: Rater, study: Study) -> Item | None:
 
 def attention_instruction(item: Item) -> str:
     """The instruction to show on an item ('' for normal items). Attention checks are meant to be
-    seen; only gold must stay hidden."""
-    check = AttentionCheck.objects.filter(item=item).only("instruction").first()
-    return check.instruction if check else ""
+    seen; only gold must stay hidden. Reads ``item.attention_check`` (no query when the item was
+    loaded with it, as the assignment engine's screens are)."""
+    try:
+        return item.attention_check.instruction
+    except AttentionCheck.DoesNotExist:
+        return ""
 
 
 def attention_failures(*, rater: Rater, study: Study) -> tuple[int, int]:

@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from functools import partial
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -183,12 +183,24 @@ def study_rules_apply(*, study) -> dict[int, list[str]]:
 
 
 @transaction.atomic
-def rating_recorded(*, rating) -> list[str]:
+def rating_recorded(*, rating, created: bool | None = None) -> list[str]:
     """Call after a rating is stored (UI or API, not imports): scores an attention check on its
-    first answer, then runs the per-rater rules. Returns the reasons of actions taken."""
+    first answer, then runs the per-rater rules. Returns the reasons of actions taken.
+
+    The per-rater rules (gold accuracy, attention checks) run only after a rating of a gold or
+    attention-check item: no other rating changes what they count. The study-wide job still
+    runs every rule for everyone (e.g. after gold was confirmed for items already rated).
+    ``created``: whether this call's rating is new (saves a query); None when unknown. The item's
+    ``gold`` and ``attention_check`` are read from the item when it was loaded with them
+    (``select_related``), else one query each.
+    """
     if rating.source == "import" or rating.item_id is None:
         return []
-    check = AttentionCheck.objects.filter(item_id=rating.item_id).first()
+    item = rating.item
+    try:
+        check = item.attention_check
+    except AttentionCheck.DoesNotExist:
+        check = None
     if check is not None:
         AttentionResult.objects.get_or_create(
             attention_check=check,
@@ -199,12 +211,13 @@ def rating_recorded(*, rating) -> list[str]:
                 "answers": rating.answers,
             },
         )
-    taken = rater_rules_apply(rater=rating.rater, study=rating.study)
-    _schedule_study_rules(rating)
+    is_gold = hasattr(item, "gold")
+    taken = rater_rules_apply(rater=rating.rater, study=rating.study) if check is not None or is_gold else []
+    _schedule_study_rules(rating, created=created)
     return taken
 
 
-def _schedule_study_rules(rating) -> None:
+def _schedule_study_rules(rating, created: bool | None = None) -> None:
     """Count the rating toward the study's automatic rule runs, after the rating commits."""
     study = rating.study
     policy = QualityPolicy.for_study(study)
@@ -215,7 +228,7 @@ def _schedule_study_rules(rating) -> None:
     session_finished = (
         policy.rules_after_session
         and not Assignment.objects.filter(rater=rating.rater, study=study, state=Assignment.State.LEASED).exists()
-        and not rating.revisions.exists()  # an edit after the session is not a second finish
+        and not (created is False or (created is None and rating.revisions.exists()))  # an edit is not a second finish
     )
     transaction.on_commit(partial(
         quality_rules_tick, study_id=study.pk, session_finished=session_finished, every=policy.rules_every_ratings,
@@ -233,11 +246,13 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
     """
     now = now or timezone.now()
     rows = QualityRulesSchedule.objects.filter(study_id=study_id)
-    if not rows.update(ratings_since_run=F("ratings_since_run") + 1):
+    counted = _schedule_count(study_id)
+    if counted is None:
         QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": 1})
+        counted = 1
     claim = rows.filter(Q(queued=False) | Q(queued_at__isnull=True) | Q(queued_at__lt=now - STALE_QUEUE))
     if not session_finished:
-        if not every:
+        if not every or counted < every:  # the common case: one statement per rating
             return False
         claim = claim.filter(ratings_since_run__gte=every)
     if not claim.update(queued=True, queued_at=now, ratings_since_run=0):
@@ -251,6 +266,22 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
         rows.update(queued=False)
         return False
     return True
+
+
+def _schedule_count(study_id: int) -> int | None:
+    """Count one rating on the study's schedule row; the new count, or None when there is no row.
+
+    One ``UPDATE … RETURNING`` (PostgreSQL, SQLite ≥ 3.35): every rating of the study passes
+    through this row, so it is written once per rating and in its own short statement.
+    """
+    table = connection.ops.quote_name(QualityRulesSchedule._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET ratings_since_run = ratings_since_run + 1 WHERE study_id = %s RETURNING ratings_since_run",
+            [study_id],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def quality_rules_run(*, study_id: int) -> dict | None:

@@ -10,9 +10,11 @@ commits on its own (a savepoint inside a caller's transaction): holding one tran
 whole batch would let two raters lock rows in different random orders and deadlock. Every claim
 on its own is a valid state, so a batch cut short by an error leaves nothing half-way.
 
-Leases: live assignments of a rater are extended on every request; when a rater stays away longer
-than ``ASSIGNMENT_LEASE_SECONDS`` their leased (unrated) assignments expire and the units return
-to the pool. A returning rater gets back the expired units that still have room.
+Leases: live assignments of a rater are extended whenever a screen is shown; when a rater stays
+away longer than ``ASSIGNMENT_LEASE_SECONDS`` their leased (unrated) assignments expire and the
+units return to the pool. Expiry is swept when someone claims new work (the only moment a free
+unit matters), not on every request: until then a late rater simply keeps their screens. A
+returning rater gets back the expired units that still have room.
 
 Gold items (``item.gold`` exists) and attention-check items never enter the normal pool: after
 each batch ``raters.gold.quality_slots_insert`` places them into the rater's queue with
@@ -29,7 +31,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
+from django.db.models import Case, Count, F, Max, Min, Q, Value, When
 from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
@@ -53,6 +55,9 @@ class Screen:
     number: int
     total: int
     assignments: list[Assignment]
+    back: int | None = None  # the live positions just before and after this one (None at the ends)
+    following: int | None = None
+    following_assignments: list[Assignment] | None = None  # the next screen's, for preloading its images
 
     @property
     def is_done(self) -> bool:
@@ -138,26 +143,36 @@ def _revive_own(*, rater: Rater, study: Study, lease_until: datetime) -> int:
     return revived
 
 
-def _claim(*, rater: Rater, study: Study, position: int, slot: int, lease_until: datetime,
-           item_id: int | None = None, comparison_id: int | None = None, presentation: dict | None = None) -> bool:
-    model, pk = (Item, item_id) if item_id else (Comparison, comparison_id)
-    try:
-        with transaction.atomic():
-            if not _take(model, pk, study.raters_per_item):
-                return False
-            Assignment.objects.create(
-                study=study,
-                rater=rater,
-                item_id=item_id,
-                comparison_id=comparison_id,
-                position=position,
-                slot=slot,
-                presentation=presentation or {},
-                lease_expires_at=lease_until,
-            )
-    except IntegrityError:  # this rater already holds the unit (another tab claimed it): roll back
-        return False
-    return True
+def _claim_units(*, model, candidates: list[int], need: int, quota: int, build) -> list[int]:
+    """Claim up to ``need`` units of ``candidates`` (pks, best first); return the pks won, best first.
+
+    ``build(pk, n)`` makes the unsaved Assignment of the n-th unit won (n from 0). Candidates go in
+    chunks of what is still needed; a chunk is one transaction that takes its units in ascending
+    pk order (conditional UPDATEs, so the quota holds) and inserts their assignments at once:
+    every claimer locks rows in the same order, so concurrent claims never deadlock, and a claim
+    never exists without its assignment.
+    """
+    won: list[int] = []
+    queue = list(candidates)
+    while len(won) < need and queue:
+        chunk, queue = queue[: need - len(won)], queue[need - len(won):]
+        try:
+            with transaction.atomic():
+                taken = {pk for pk in sorted(chunk) if _take(model, pk, quota)}
+                ordered = [pk for pk in chunk if pk in taken]
+                Assignment.objects.bulk_create([build(pk, len(won) + n) for n, pk in enumerate(ordered)])
+        except IntegrityError:  # another tab of this rater holds one of them: take them one by one
+            ordered = []
+            for pk in chunk:
+                try:
+                    with transaction.atomic():
+                        if _take(model, pk, quota):
+                            build(pk, len(won) + len(ordered)).save()
+                            ordered.append(pk)
+                except IntegrityError:
+                    continue
+        won += ordered
+    return won
 
 
 def _next_position(rater: Rater, study: Study) -> int:
@@ -180,7 +195,11 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
         .exclude(pk__in=seen)
         .values_list("pk", "claims", "instance_id", "gen_model_id")
     )
-    screens = 0
+
+    def build(pk: int, n: int) -> Assignment:
+        return Assignment(study=study, rater=rater, item_id=pk, position=position + n, slot=0,
+                          lease_expires_at=lease_until)
+
     if study.assignment_mode == Study.AssignmentMode.WHOLE_SET and study.protocol == protocols.IMAGENHUB:
         by_model: dict[int, list[tuple]] = defaultdict(list)
         for row in pool:
@@ -189,20 +208,12 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
         for model_id, _ in _least_claimed_first(models, rng):
             rows = by_model[model_id]
             rng.shuffle(rows)
-            for row in rows:
-                if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=0,
-                          lease_until=lease_until):
-                    screens += 1
-            if screens:
-                return screens
+            won = _claim_units(model=Item, candidates=[r[0] for r in rows], need=len(rows), quota=quota, build=build)
+            if won:
+                return len(won)
         return 0
-    for row in _least_claimed_first(pool, rng):
-        if screens >= study.units_per_session:
-            break
-        if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=0,
-                  lease_until=lease_until):
-            screens += 1
-    return screens
+    candidates = [row[0] for row in _least_claimed_first(pool, rng)]
+    return len(_claim_units(model=Item, candidates=candidates, need=study.units_per_session, quota=quota, build=build))
 
 
 def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
@@ -219,14 +230,14 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
     for instance_id, _ in _least_claimed_first(instances, rng):
         if screens >= study.units_per_session:
             break
-        slot = 0
-        for row in _least_claimed_first(by_instance[instance_id], rng):
-            if slot >= per_trial:
-                break
-            if _claim(rater=rater, study=study, item_id=row[0], position=position + screens, slot=slot,
-                      lease_until=lease_until):
-                slot += 1
-        if slot:
+        at = position + screens
+        won = _claim_units(
+            model=Item, candidates=[r[0] for r in _least_claimed_first(by_instance[instance_id], rng)],
+            need=per_trial, quota=quota,
+            build=lambda pk, n, at=at: Assignment(study=study, rater=rater, item_id=pk, position=at, slot=n,
+                                                  lease_expires_at=lease_until),
+        )
+        if won:
             screens += 1
     return screens
 
@@ -238,27 +249,32 @@ def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
         .exclude(pk__in=seen)
         .values_list("pk", "claims")
     )
-    screens = 0
-    for row in _least_claimed_first(pool, rng):
-        if screens >= study.units_per_session:
-            break
+
+    def build(pk: int, n: int) -> Assignment:
         left = rng.choice("AB")  # sides randomised per rater and recorded
-        if _claim(rater=rater, study=study, comparison_id=row[0], position=position + screens, slot=0,
-                  lease_until=lease_until, presentation={"left": left}):
-            screens += 1
-    return screens
+        return Assignment(study=study, rater=rater, comparison_id=pk, position=position + n, slot=0,
+                          presentation={"left": left}, lease_expires_at=lease_until)
+
+    candidates = [row[0] for row in _least_claimed_first(pool, rng)]
+    return len(_claim_units(model=Comparison, candidates=candidates, need=study.units_per_session,
+                            quota=study.raters_per_item, build=build))
 
 
-def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None = None) -> int:
+def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None = None,
+                           participation: Participation | None = None, checked: bool = False) -> int:
     """Claim the rater's next session of screens; return how many screens were claimed.
 
     Balanced mode: ``units_per_session`` screens, least-claimed units first. Whole-set mode
     (ImagenHub): every unrated item of one model. The order is shuffled with a generator seeded
-    by (participation seed, batch number), and recorded as assignment positions.
+    by (participation seed, batch number), and recorded as assignment positions. Stale leases in
+    the study are expired first, so their units are free to claim. ``checked``: the caller has
+    just run ``may_work`` for this rater (skips a second check).
     """
-    _check_can_rate(rater, study)
+    if not checked:
+        _check_can_rate(rater, study)
     now = now or timezone.now()
-    participation = participation_get_or_create(rater=rater, study=study)
+    assignments_expire(study=study, now=now)
+    participation = participation or participation_get_or_create(rater=rater, study=study)
     batch = participation.batches
     # Only one request of this rater claims batch n (two tabs, double clicks).
     if not Participation.objects.filter(pk=participation.pk, batches=batch).update(batches=batch + 1):
@@ -331,22 +347,61 @@ def _live(rater: Rater, study: Study):
     return Assignment.objects.filter(rater=rater, study=study, state__in=LIVE)
 
 
-def screen_at(*, rater: Rater, study: Study, position: int) -> Screen | None:
-    """The rater's screen at ``position`` (leased or done), or None if there is none."""
+def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) -> Screen | None:
+    """The rater's screen at ``position`` (leased or done), or None if there is none.
+
+    With ``place`` (the default) the screen also knows where it is in the queue (``number`` of
+    ``total``, the positions ``back`` and ``following``) and the following screen's assignments
+    (to preload its images): two queries in all. Without, ``number`` and ``total`` stay 0 until
+    ``screen_place``. Each unit comes with its image, instance, gold answer and attention check
+    (server side only; pages never show gold), so building and submitting the screen reads
+    nothing more per unit.
+    """
+    stats = _place(rater, study, position) if place else {}
+    wanted = [position] + ([stats["following"]] if stats.get("following") is not None else [])
     assignments = list(
         _live(rater, study)
-        .filter(position=position)
+        .filter(position__in=wanted)
         .select_related(
-            "item__instance", "item__gen_model", "item__image",
+            "item__instance", "item__gen_model", "item__image", "item__gold", "item__attention_check",
             "comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance",
         )
-        .order_by("slot")
+        .order_by("position", "slot")
     )
-    if not assignments:
+    for assignment in assignments:  # the caller's objects: no lazy loads of these later
+        assignment.study, assignment.rater = study, rater
+        unit = assignment.item if assignment.item_id else assignment.comparison
+        unit.study = study
+    shown = [a for a in assignments if a.position == position]
+    if not shown:
         return None
-    positions = list(_live(rater, study).values_list("position", flat=True).distinct().order_by("position"))
-    return Screen(study=study, position=position, number=positions.index(position) + 1,
-                  total=len(positions), assignments=assignments)
+    screen = Screen(study=study, position=position, number=0, total=0, assignments=shown)
+    if place:
+        _set_place(screen, stats)
+        screen.following_assignments = [a for a in assignments if a.position != position]
+    return screen
+
+
+def _place(rater: Rater, study: Study, position: int) -> dict:
+    """Where ``position`` sits among the rater's live positions, in one aggregate query."""
+    before, after = Q(position__lt=position), Q(position__gt=position)
+    return _live(rater, study).aggregate(
+        total=Count("position", distinct=True),
+        before=Count("position", distinct=True, filter=before),
+        back=Max("position", filter=before),
+        following=Min("position", filter=after),
+    )
+
+
+def _set_place(screen: Screen, stats: dict) -> None:
+    screen.number, screen.total = stats["before"] + 1, stats["total"]
+    screen.back, screen.following = stats["back"], stats["following"]
+
+
+def screen_place(*, rater: Rater, study: Study, screen: Screen) -> Screen:
+    """Fill in ``number``, ``total``, ``back`` and ``following`` of a screen got with ``place=False``."""
+    _set_place(screen, _place(rater, study, screen.position))
+    return screen
 
 
 def neighbour_position(*, rater: Rater, study: Study, position: int, step: int) -> int | None:
@@ -366,31 +421,53 @@ def assignments_touch(*, rater: Rater, study: Study, now: datetime | None = None
     )
 
 
-def assignment_next(*, rater: Rater, study: Study, now: datetime | None = None) -> Screen | None:
-    """The rater's next screen to rate, or None when their session is finished.
-
-    Expires stale leases in the study, gives the rater back their own expired units, claims the
-    first session when the rater has none yet, and returns the earliest screen still leased.
-    Raises AssignmentUnavailable for a closed study or an inactive rater.
-    """
-    _check_can_rate(rater, study)
-    now = now or timezone.now()
-    lease_until = now + lease_length()
-    assignments_expire(study=study, now=now)
-    _revive_own(rater=rater, study=study, lease_until=lease_until)
-    participation = participation_get_or_create(rater=rater, study=study)
-    if participation.batches == 0:
-        assignment_batch_claim(rater=rater, study=study, now=now)
-    assignments_touch(rater=rater, study=study, now=now)
-    first = (
+def next_position(*, rater: Rater, study: Study) -> int | None:
+    """The position of the rater's earliest screen still leased (one query), or None."""
+    return (
         Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED)
         .order_by("position")
         .values_list("position", flat=True)
         .first()
     )
+
+
+def assignment_next(*, rater: Rater, study: Study, now: datetime | None = None,
+                    participation: Participation | None = None, checked: bool = False) -> Screen | None:
+    """The rater's next screen to rate, or None when their session is finished.
+
+    Gives the rater back their own expired units, claims the first session when the rater has
+    none yet (expiring stale leases in the study first), extends the rater's leases and returns
+    the earliest screen still leased. Raises AssignmentUnavailable for a closed study or an
+    inactive rater. ``participation``: the rater's, when the caller has it; ``checked``: the
+    caller has just run ``may_work``.
+    """
+    if not checked:
+        _check_can_rate(rater, study)
+    now = now or timezone.now()
+    lease_until = now + lease_length()
+    _revive_own(rater=rater, study=study, lease_until=lease_until)
+    participation = participation or participation_get_or_create(rater=rater, study=study)
+    if participation.batches == 0:
+        assignment_batch_claim(rater=rater, study=study, now=now, participation=participation, checked=True)
+    assignments_touch(rater=rater, study=study, now=now)
+    first = next_position(rater=rater, study=study)
     if first is None:
         return None
     return screen_at(rater=rater, study=study, position=first)
+
+
+def screen_shown(*, rater: Rater, screen: Screen, now: datetime | None = None) -> None:
+    """A screen was rendered: record its render time and extend the rater's leases, in one UPDATE."""
+    now = now or timezone.now()
+    pks = [a.pk for a in screen.assignments]
+    Assignment.objects.filter(Q(state=Assignment.State.LEASED) | Q(pk__in=pks), rater=rater, study=screen.study).update(
+        shown_at=Case(When(pk__in=pks, then=Value(now)), default=F("shown_at")),
+        lease_expires_at=Case(
+            When(state=Assignment.State.LEASED, then=Value(now + lease_length())), default=F("lease_expires_at")
+        ),
+    )
+    for assignment in screen.assignments:
+        assignment.shown_at = now
 
 
 def screen_mark_shown(*, screen: Screen, now: datetime | None = None) -> None:

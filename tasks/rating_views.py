@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,11 +22,11 @@ from tasks.assignment import (
     Screen,
     assignment_batch_claim,
     assignment_next,
-    assignments_touch,
-    neighbour_position,
+    next_position,
     participation_get_or_create,
     screen_at,
-    screen_mark_shown,
+    screen_place,
+    screen_shown,
 )
 from tasks.derivatives import UnknownSize, derivative_ensure
 from tasks.models import Assignment, Participation, Rating, StoredImage, Study
@@ -41,15 +42,23 @@ def _message(request: HttpRequest, study: Study | None, title: str, text: str, s
 
 
 def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Study, Participation | None]:
-    """The study and this browser's participation in it (crowd session or logged-in rater)."""
-    study = get_object_or_404(Study, slug=slug)
+    """The study and this browser's participation in it (crowd session or logged-in rater).
+
+    One query when the participation exists: it comes with its rater, its study and the study's
+    quality policy, which every screen reads.
+    """
     rater_id = request.session.get(SESSION_KEY, {}).get(slug)
-    if rater_id is None and request.user.is_authenticated:
-        rater = Rater.objects.filter(user=request.user).first()
-        rater_id = rater.pk if rater else None
-    if rater_id is None:
-        return study, None
-    return study, Participation.objects.select_related("rater").filter(study=study, rater_id=rater_id).first()
+    participations = Participation.objects.select_related("rater", "study", "study__quality_policy").filter(
+        study__slug=slug
+    )
+    participation = None
+    if rater_id is not None:
+        participation = participations.filter(rater_id=rater_id).first()
+    elif request.user.is_authenticated:
+        participation = participations.filter(rater__user=request.user).order_by("rater_id").first()
+    if participation is not None:
+        return participation.study, participation
+    return get_object_or_404(Study, slug=slug), None
 
 
 def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
@@ -151,7 +160,7 @@ def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     if qualification_status(rater=participation.rater, study=study).may_try:
         return redirect("raters:qualification", study.slug)
     try:
-        screen = assignment_next(rater=participation.rater, study=study)
+        screen = assignment_next(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
         return _message(request, study, "No rating right now", str(exc))
     if screen is None:
@@ -163,19 +172,26 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
                    post=None, status: int = 200) -> HttpResponse:
     study = screen.study
     rater = participation.rater
-    ratings = {
-        a.pk: r
-        for a in screen.assignments
-        for r in Rating.objects.filter(rater=rater, item_id=a.item_id, comparison_id=a.comparison_id)[:1]
-    }
-    following = neighbour_position(rater=rater, study=study, position=screen.position, step=1)
-    preload = screen_images(screen_at(rater=rater, study=study, position=following)) if following is not None else []
+    if not screen.total:  # got without its place in the queue (a refused submit)
+        screen_place(rater=rater, study=study, screen=screen)
+    ratings = {}
+    done = [a for a in screen.assignments if a.state == Assignment.State.DONE]
+    if done:  # a revisit: pre-fill (only a done assignment has a rating; submitting marks it done)
+        stored = Rating.objects.filter(rater=rater).filter(
+            Q(item_id__in=[a.item_id for a in done if a.item_id])
+            | Q(comparison_id__in=[a.comparison_id for a in done if a.comparison_id])
+        )
+        by_unit = {(r.item_id, r.comparison_id): r for r in stored}
+        ratings = {a.pk: by_unit[(a.item_id, a.comparison_id)] for a in done if (a.item_id, a.comparison_id) in by_unit}
+    following = screen.following_assignments
+    if following is None and screen.following is not None:
+        following = screen_at(rater=rater, study=study, position=screen.following, place=False).assignments
+    preload = screen_images(Screen(study, screen.following, 0, 0, following)) if following else []
     view = screen_view(screen, ratings, preload)
     if post is not None:
         selections_from(view, post)
-    back = neighbour_position(rater=rater, study=study, position=screen.position, step=-1)
-    screen_mark_shown(screen=screen)
-    assignments_touch(rater=rater, study=study)
+    back = screen.back
+    screen_shown(rater=rater, screen=screen)
     context = {
         "study": study,
         "view": view,
@@ -199,7 +215,8 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
     rater = participation.rater
-    screen = screen_at(rater=rater, study=study, position=position)
+    # A submit needs the screen's units only; its place in the queue is looked up if it is shown again.
+    screen = screen_at(rater=rater, study=study, position=position, place=request.method == "GET")
     if screen is None:
         if request.method == "POST":
             return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)
@@ -212,19 +229,26 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         # htmx swaps only 2xx responses: the refused screen comes back as 200 with the message.
         return _render_screen(request, participation, screen, error=str(exc), post=request.POST,
                               status=200 if request.htmx else 422)
-    try:
-        upcoming = assignment_next(rater=rater, study=study)
-    except AssignmentUnavailable as exc:
-        return _message(request, study, "No rating right now", str(exc))
-    if upcoming is None:
+    # Usually the next screen is already leased: one query. Only at the end of a session does the
+    # engine look further (the rater's own expired units, the first claim).
+    upcoming_position = next_position(rater=rater, study=study)
+    if upcoming_position is not None:
+        upcoming = screen_at(rater=rater, study=study, position=upcoming_position) if request.htmx else None
+    else:
+        try:
+            upcoming = assignment_next(rater=rater, study=study, participation=participation, checked=True)
+        except AssignmentUnavailable as exc:
+            return _message(request, study, "No rating right now", str(exc))
+        upcoming_position = upcoming.position if upcoming is not None else None
+    if upcoming_position is None:
         if request.htmx:
             response = HttpResponse(status=204)
             response["HX-Redirect"] = reverse("rating:done", args=[study.slug])
             return response
         return redirect("rating:done", study.slug)
-    if request.htmx:
+    if request.htmx and upcoming is not None:
         return _render_screen(request, participation, upcoming)
-    return redirect(_unit_url(study, upcoming.position))
+    return redirect(_unit_url(study, upcoming_position))
 
 
 def done(request: HttpRequest, slug: str) -> HttpResponse:

@@ -41,6 +41,32 @@ def rating_submit(
     stored; ``values`` must then be empty. When ``time_on_item_ms`` is not given it is measured
     from the assignment's last server render (``shown_at``) to now.
     """
+    return _rating_store(
+        rater=rater, item=item, comparison=comparison, values=values, answers=answers, checklist=checklist,
+        presentation=presentation, time_on_item_ms=time_on_item_ms, source=source, source_detail=source_detail,
+        require_assignment=require_assignment,
+    )
+
+
+def _rating_store(
+    *,
+    rater: Rater,
+    item: Item | None = None,
+    comparison: Comparison | None = None,
+    values: dict,
+    answers: dict | None = None,
+    checklist: dict | None = None,
+    presentation: dict | None = None,
+    time_on_item_ms: int | None = None,
+    source: str = Rating.Source.UI,
+    source_detail: str = "",
+    require_assignment: bool = True,
+    assignment: Assignment | None = None,
+) -> Rating:
+    """The body of ``rating_submit``, inside the caller's transaction (``screen_submit`` stores a
+    whole screen in one, without a savepoint per rating). ``assignment``: the rater's assignment
+    of this unit when the caller has it loaded (a screen); otherwise it is looked up.
+    """
     if (item is None) == (comparison is None):
         raise RatingRejected("A rating is for exactly one item or one comparison")
     unit = item or comparison
@@ -50,14 +76,13 @@ def rating_submit(
             raise RatingRejected(f"Study {study.slug} is {study.get_state_display().lower()}; it takes no ratings")
         if not rater.can_rate:
             raise RatingRejected("Your rater account is not active for rating")
-    assignment = None
-    if require_assignment:
+    if not require_assignment:
+        assignment = None
+    elif assignment is None:
         lookup = {"item": item} if item else {"comparison": comparison}
-        assignment = Assignment.objects.select_for_update().filter(rater=rater, **lookup).first()
+        assignment = Assignment.objects.filter(rater=rater, **lookup).first()
         if assignment is None:
             raise RatingRejected("This item is not assigned to you")
-        if assignment.state == Assignment.State.EXPIRED:
-            raise RatingRejected("Your time on this item ran out and it went back to the pool")
 
     sub_count = len(item.instance.sub_questions) if item else 0
     settings = study.protocol_settings
@@ -82,9 +107,12 @@ def rating_submit(
     if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
         raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
 
+    if assignment is not None:
+        _assignment_finish(assignment)
     lookup = {"rater": rater, "item": item} if item else {"rater": rater, "comparison": comparison}
     rating = Rating.objects.select_for_update().filter(**lookup).first()
-    if rating is None:
+    created = rating is None
+    if created:
         rating = Rating(
             study=study,
             rater=rater,
@@ -99,10 +127,12 @@ def rating_submit(
             source_detail=source_detail,
         )
         try:
-            rating.full_clean(exclude=["values", "answers"])
+            # values/answers were cleaned by the protocol above and the unit fits the protocol;
+            # the related rows are the caller's own objects: only the plain fields need checking.
+            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison"])
         except ValidationError as exc:
             raise RatingRejected("; ".join(exc.messages)) from None
-        rating.save()
+        rating.save(force_insert=True)
     elif rating.values != clean_values or rating.answers != clean_answers or rating.checklist != clean_checklist:
         RatingRevision.objects.create(
             rating=rating,
@@ -116,13 +146,24 @@ def rating_submit(
             rating.time_on_item_ms = time_on_item_ms
         rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
 
-    if assignment is not None and assignment.state != Assignment.State.DONE:
-        assignment.state = Assignment.State.DONE
-        assignment.completed_at = timezone.now()
-        assignment.save(update_fields=["state", "completed_at"])
     if source != Rating.Source.IMPORT:
-        rating_recorded(rating=rating)  # attention-check scoring and the per-rater gold/attention rules
+        rating_recorded(rating=rating, created=created)  # attention-check scoring and the per-rater gold/attention rules
     return rating
+
+
+def _assignment_finish(assignment: Assignment) -> None:
+    """Mark the assignment done with one conditional UPDATE (which also locks it until commit, so
+    two submits of the same unit take turns). Refused when its lease expired and the unit went
+    back to the pool; a second submit of a done unit is an edit."""
+    now = timezone.now()
+    mine = Assignment.objects.filter(pk=assignment.pk)
+    if mine.filter(state=Assignment.State.LEASED).update(state=Assignment.State.DONE, completed_at=now):
+        assignment.state, assignment.completed_at = Assignment.State.DONE, now
+        return
+    state = mine.values_list("state", flat=True).first()
+    if state != Assignment.State.DONE:
+        raise RatingRejected("Your time on this item ran out and it went back to the pool")
+    assignment.state = state
 
 
 @transaction.atomic
@@ -142,7 +183,8 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict]) -> list[Rating]:
     for number, (assignment, entry) in enumerate(zip(screen.assignments, entries), start=1):
         try:
             ratings.append(
-                rating_submit(
+                _rating_store(
+                    assignment=assignment,
                     rater=rater,
                     item=assignment.item if assignment.item_id else None,
                     comparison=assignment.comparison if assignment.comparison_id else None,

@@ -1,0 +1,106 @@
+"""The rating loop's database work per request, pinned so it cannot creep back up.
+
+Counts exclude SAVEPOINT/RELEASE bookkeeping (the test itself runs inside a transaction). They
+do not depend on how many screens a rater has done or how many raters the study has.
+"""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tasks.models import Assignment, Item, Rating
+from tests.factories import make_instance, make_item, make_rater, make_study
+
+pytestmark = pytest.mark.django_db
+
+SCREEN_MAX = 7  # session, participation+study+policy, place, units (+ next screen), conditions, one UPDATE
+SUBMIT_MAX = 9  # session, participation, units, standing, assignment UPDATE, rating SELECT+INSERT, leased?, next
+FIRST_CLAIM_MAX = 26  # a whole session of 10 screens claimed: one conditional UPDATE per unit, one INSERT
+
+
+def _statements(ctx) -> list[str]:
+    return [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+def _study(items=12, **fields):
+    study = make_study(units_per_session=10, **fields)
+    for i in range(items):
+        make_item(study, instance=make_instance(study), model=f"M{i % 3}")
+    return study
+
+
+def _enter(client, study, pid):
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID={pid}")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    client.post(f"/s/{study.slug}/instructions")
+
+
+def _answer(html: str) -> dict:
+    return {f"{prefix}-{dim}": "0.5" for prefix in set(re.findall(r'name="(a\d+)-SC"', html)) for dim in ("SC", "PQ")}
+
+
+def test_a_rater_s_screens_and_submits_cost_a_fixed_small_number_of_queries(client):
+    study = _study()
+    _enter(client, study, "busy-rater")
+    with CaptureQueriesContext(connection) as claim:
+        url = client.get(f"/s/{study.slug}/rate").url
+    assert len(_statements(claim)) <= FIRST_CLAIM_MAX, _statements(claim)
+    for _ in range(4):  # the counts stay flat as the rater works through the session
+        with CaptureQueriesContext(connection) as shown:
+            page = client.get(url)
+        assert page.status_code == 200
+        assert len(_statements(shown)) <= SCREEN_MAX, _statements(shown)
+        with CaptureQueriesContext(connection) as submitted:
+            response = client.post(url, _answer(page.content.decode()))
+        assert response.status_code == 302
+        assert len(_statements(submitted)) <= SUBMIT_MAX, _statements(submitted)
+        url = response.url
+    assert Rating.objects.filter(study=study).count() == 4
+
+
+def test_a_three_image_evalmi_trial_submits_with_a_few_queries_per_image(client):
+    study = make_study(protocol="evalmi", task_type="counting", units_per_session=2,
+                       settings={"qa": False, "images_per_trial": 3})
+    for _ in range(2):
+        instance = make_instance(study)
+        for m in range(3):
+            make_item(study, instance=instance, model=f"M{m}")
+    _enter(client, study, "trial-rater")
+    url = client.get(f"/s/{study.slug}/rate").url
+    page = client.get(url)
+    form = {name: "3" for name in set(re.findall(r'name="(a\d+-(?:perception|correspondence))"', page.content.decode()))}
+    assert len(form) == 6
+    with CaptureQueriesContext(connection) as submitted:
+        assert client.post(url, form).status_code == 302
+    assert len(_statements(submitted)) <= SUBMIT_MAX + 2 * 4, _statements(submitted)  # 4 more per extra image
+    assert Rating.objects.filter(study=study).count() == 3
+
+
+def test_a_revisited_screen_is_prefilled_with_one_more_query(client):
+    study = _study(items=3)
+    _enter(client, study, "second-thoughts")
+    url = client.get(f"/s/{study.slug}/rate").url
+    first = client.get(url)
+    client.post(url, {key: "1" for key in _answer(first.content.decode())})
+    with CaptureQueriesContext(connection) as shown:
+        again = client.get(url)
+    assert len(_statements(shown)) <= SCREEN_MAX + 1
+    assert again.content.decode().count("checked") >= 2  # SC and PQ as given
+
+
+def test_a_lapsed_lease_goes_back_to_the_pool_when_the_next_rater_claims_work(client):
+    """Leases are swept when someone claims (not on every request), so a late rater's units free up then."""
+    study = make_study(units_per_session=1, raters_per_item=1)
+    item = make_item(study)
+    late, punctual = make_rater(), make_rater()
+    from tasks.assignment import assignment_next
+
+    assert assignment_next(rater=late, study=study).items == [item]
+    later = timezone.now() + timedelta(hours=2)
+    assert assignment_next(rater=punctual, study=study, now=later).items == [item]
+    assert Assignment.objects.get(rater=late).state == Assignment.State.EXPIRED
+    assert Item.objects.get(pk=item.pk).claims == 1
