@@ -255,6 +255,12 @@ class Assignment(models.Model):
             models.UniqueConstraint(fields=["rater", "item"], name="assignment_unique_rater_item"),
             models.UniqueConstraint(fields=["rater", "comparison"], name="assignment_unique_rater_comparison"),
         ]
+        indexes = [
+            # The lease sweep (tasks.assignment.assignments_expire) reads only leased rows of one
+            # study: 1 ms instead of a scan of the study's assignments (49 ms at 806K, bench.assignment_scale).
+            models.Index(fields=["study", "lease_expires_at"], condition=models.Q(state="leased"),
+                         name="assignment_leased_expiry"),
+        ]
 
     def is_expired(self, now=None) -> bool:
         now = now or timezone.now()
