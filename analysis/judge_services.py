@@ -33,7 +33,7 @@ from django.utils import timezone
 from PIL import Image
 
 from analysis import metrics
-from analysis.judges import prompts
+from analysis.judges import embedding, prompts
 from analysis.judges.client import ChatClient, ClientConfig
 from analysis.judges.evaluators import EVALUATORS, DimensionScore, ItemInputs, evaluate_gpt4v_pair
 from analysis.models import Judge, JudgeRun, JudgeScore, JudgeVerdict
@@ -42,7 +42,8 @@ from tasks.models import Comparison, ConditionImage, Item, Study
 
 logger = logging.getLogger(__name__)
 
-RUNNABLE_KINDS = {Judge.Kind.VIESCORE, Judge.Kind.GPT4V, Judge.Kind.VICE, Judge.Kind.EVALMI, Judge.Kind.METRIC}
+RUNNABLE_KINDS = {Judge.Kind.VIESCORE, Judge.Kind.GPT4V, Judge.Kind.VICE, Judge.Kind.EVALMI, Judge.Kind.METRIC,
+                  Judge.Kind.EMBEDDING}
 CACHEABLE = [JudgeScore.ParseStatus.OK, JudgeScore.ParseStatus.REFUSED]
 PSNR_CAP_DB = 100.0  # identical images have infinite PSNR; stored as this cap
 
@@ -76,6 +77,8 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
             raise JudgeRunError(f"unknown metric(s) {', '.join(unknown)}; use {', '.join(metrics.ALL_METRICS)}")
         if lower_is_better is None:
             lower_is_better = all(metrics.LOWER_IS_BETTER.get(m, False) for m in chosen)
+    if kind == Judge.Kind.EMBEDDING:
+        _embedding_params(name, params)
     existing = Judge.objects.filter(name=name).first()
     if existing:
         if existing.kind != kind or existing.params != params or existing.version != version:
@@ -84,7 +87,23 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
     return Judge.objects.create(name=name, kind=kind, params=params, version=version, lower_is_better=bool(lower_is_better))
 
 
+def _embedding_params(name: str, params: dict, *, load: bool = False) -> embedding.EmbeddingParams:
+    """Validated embedding-judge params; with ``load``, also checks the checkpoint directories
+    and that torch/transformers are installed (at start, resume, and in the worker)."""
+    try:
+        parsed = embedding.parse_params(params)
+        embedding.check_checkpoints(parsed)
+        if load:
+            embedding.require_backend()
+    except ValueError as exc:  # CheckpointError is a ValueError
+        raise JudgeRunError(f"judge {name}: {exc}") from None
+    return parsed
+
+
 def _client_config(judge: Judge) -> ClientConfig | None:
+    if judge.kind == Judge.Kind.EMBEDDING:
+        _embedding_params(judge.name, judge.params, load=True)
+        return None
     if judge.kind == Judge.Kind.METRIC:
         return None
     try:
@@ -140,13 +159,18 @@ def _hash(*parts: str) -> str:
 
 
 def _prompt_hash(judge: Judge, text_fingerprint: str) -> str:
-    return _hash(prompts.PROMPT_VERSION.get(judge.kind, metrics.VERSION), text_fingerprint)
+    version = prompts.PROMPT_VERSION.get(judge.kind) or {Judge.Kind.EMBEDDING: embedding.VERSION}.get(judge.kind, metrics.VERSION)
+    return _hash(version, text_fingerprint)
 
 
 def item_cache_key(judge: Judge, item: Item, model: str) -> str:
     """sha256(config hash, model, output + condition image hashes, prompt hash)."""
     conditions = _conditions(item)
     images = [item.image.sha256] + [f"{role}:{c.image.sha256}" for role, c in sorted(conditions.items())]
+    if judge.kind == Judge.Kind.EMBEDDING:  # uses every image of a subject set, not only the first
+        images = [item.image.sha256] + sorted(
+            f"{c.role}:{c.position}:{c.image.sha256}" for c in item.instance.condition_images.all()
+        )
     text = ItemInputs(
         task_type=item.study.task_type,
         prompt=item.instance.prompt,
@@ -204,6 +228,44 @@ def evaluate_metrics(inputs: ItemInputs, params: dict) -> list[DimensionScore]:
     return results
 
 
+# ---------------------------------------------------------------------- embedding judge
+
+def embedding_item(item: Item) -> embedding.EmbeddingItem:
+    """An item with every condition image of each role, in position order."""
+    conditions: dict[str, list[bytes]] = {}
+    for condition in sorted(item.instance.condition_images.all(), key=lambda c: (c.role, c.position)):
+        conditions.setdefault(condition.role, []).append(_read(condition.image))
+    return embedding.EmbeddingItem(
+        task_type=item.study.task_type, prompt=item.instance.prompt, output=_read(item.image), conditions=conditions,
+    )
+
+
+def _execute_embedding_batches(run: JudgeRun, units, params: embedding.EmbeddingParams, fingerprint: str) -> bool:
+    """Score units ``batch_size`` items at a time (one forward pass per batch of images);
+    returns True when the run was cancelled. Models load once per worker process."""
+    batch: list[_Unit] = []
+
+    def flush() -> None:
+        results = embedding.score_items([embedding_item(u.obj) for u in batch], params, fingerprint=fingerprint)
+        for unit, scores in zip(batch, results):
+            _write(run, unit, _rows_for(run, unit, scores), calls=0, cached=False)
+        batch.clear()
+
+    for unit in units:
+        cached_rows = _from_cache(run, unit)
+        if cached_rows is not None:
+            _write(run, unit, cached_rows, calls=0, cached=True)
+            continue
+        batch.append(unit)
+        if len(batch) >= params.batch_size:
+            flush()
+            if _cancel_requested(run):
+                return True
+    if batch:
+        flush()
+    return False
+
+
 # ------------------------------------------------------------------------ run lifecycle
 
 def _queue(run: JudgeRun) -> None:
@@ -218,6 +280,13 @@ def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
     if judge.kind not in RUNNABLE_KINDS:
         raise JudgeRunError(f"judges of kind {judge.kind!r} are imported, not run")
     _client_config(judge)  # fail now, not in the worker, when the endpoint is not configured
+    if judge.kind == Judge.Kind.EMBEDDING:
+        chosen = embedding.parse_params(judge.params).metrics
+        if not embedding.applicable(chosen, study.task_type):
+            raise JudgeRunError(
+                f"{', '.join(chosen)} need reference images (a source or subject set); "
+                f"{study.task_type} items have none"
+            )
     total = _items(study).count() + _comparisons(study, judge).count()
     if not total:
         raise JudgeRunError(f"study {study.slug} has no items with an output image to judge")
@@ -429,6 +498,13 @@ def judge_run_execute(*, run_id: int, task_id: str = "") -> JudgeRun | None:
         JudgeRun.objects.filter(pk=run.pk).update(started_at=now)
     judge = run.judge
     config = _client_config(judge)
+    if judge.kind == Judge.Kind.EMBEDDING:
+        params = embedding.parse_params(judge.params)
+        fingerprint = embedding.checkpoints_fingerprint(params)
+        cancelled = _execute_embedding_batches(run, _pending_units(run, fingerprint), params, fingerprint)
+        _finish(run, JudgeRun.State.CANCELLED if cancelled else JudgeRun.State.DONE)
+        run.refresh_from_db()
+        return run
     client = ChatClient(config) if config else None
     model = config.model if config else "offline"
     concurrency = max(1, int(judge.params.get("concurrency", 4))) if client else 1

@@ -20,6 +20,7 @@ class Judge(models.Model):
         VICE = "vice", "ViCE (LLM + MLLM)"
         EVALMI = "evalmi", "EvalMi prompts (MLLM)"
         METRIC = "metric", "Classical metric"
+        EMBEDDING = "embedding", "CLIP / DINO embeddings (local checkpoint)"
         IMPORTED = "imported", "Imported scores"
 
     name = models.CharField(max_length=100, unique=True)
