@@ -246,7 +246,10 @@ def _execute_embedding_batches(run: JudgeRun, units, params: embedding.Embedding
     batch: list[_Unit] = []
 
     def flush() -> None:
-        results = embedding.score_items([embedding_item(u.obj) for u in batch], params, fingerprint=fingerprint)
+        try:
+            results = embedding.score_items([embedding_item(u.obj) for u in batch], params, fingerprint=fingerprint)
+        except embedding.CheckpointError as exc:  # the model cannot load: the whole run fails, with the reason
+            raise JudgeRunError(f"judge {run.judge.name}: {exc}") from None
         for unit, scores in zip(batch, results):
             _write(run, unit, _rows_for(run, unit, scores), calls=0, cached=False)
         batch.clear()

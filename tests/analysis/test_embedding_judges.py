@@ -240,8 +240,46 @@ def test_a_checkpoint_with_broken_weights_fails_the_run_with_a_clear_error(check
     (broken / "model.safetensors").write_bytes(b"truncated download")
     study = subject_study(items=1)
     judge = judge_create(name="broken", kind="embedding", params={"clip_checkpoint": str(broken)})
-    with pytest.raises(embedding.CheckpointError, match="cannot load the CLIP model"):
+    with pytest.raises(JudgeRunError, match="cannot load the CLIP model"):
         run_now(judge, study)
     run = study.judge_runs.get()
     assert run.state == "failed" and "cannot load the CLIP model" in run.error
     assert not JudgeScore.objects.filter(run=run).exists()
+
+
+def test_a_cancelled_run_stops_between_batches_and_resumes_where_it_stopped(checkpoints, run_now, monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    from analysis.judge_services import judge_run_resume
+    from analysis.models import JudgeRun
+
+    study = subject_study(items=3)
+    judge = judge_create(name="one-at-a-time", kind="embedding", params={"dino_checkpoint": checkpoints["dino"], "batch_size": 1})
+    real = embedding.score_items
+
+    def score_then_cancel(items, params, **kwargs):  # a researcher presses cancel during the first batch
+        JudgeRun.objects.update(cancel_requested=True)
+        return real(items, params, **kwargs)
+
+    monkeypatch.setattr(embedding, "score_items", score_then_cancel)
+    run = run_now(judge, study)
+    assert (run.state, run.done) == ("cancelled", 1)
+    monkeypatch.setattr(embedding, "score_items", real)
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_run_resume(run=run)
+    run.refresh_from_db()
+    assert (run.state, run.done, run.failed) == ("done", 3, 0)
+    assert JudgeScore.objects.filter(run=run, dimension="DINO").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_judge_command_runs_an_embedding_judge(checkpoints):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    study = subject_study(items=2)
+    out = StringIO()
+    call_command("run_judge", study.slug, "--judge", "cli-clip", "--kind", "embedding",
+                 "--param", f"clip_checkpoint={checkpoints['clip']}", "--param", 'metrics=["CLIP_Score"]', stdout=out)
+    assert "done, 2/2 units, 0 failed or refused, 0 requests, 0 from cache" in out.getvalue()
+    assert set(JudgeScore.objects.filter(run__study=study).values_list("dimension", flat=True)) == {"CLIP_Score"}
