@@ -134,3 +134,47 @@ def test_collapsing_units_with_equal_counts_into_patterns_keeps_alpha_and_kappa(
     with_ci = agreement_estimates(data, levels=LEVELS, kappa=True, n_boot=300, seed=1)
     for estimate in with_ci.values():
         assert estimate.ci95[0] < estimate.value < estimate.ci95[1]
+
+
+def test_agreement_table_from_long_ratings_equals_the_matrix_path_with_the_package_alpha():
+    from analysis.agreement import agreement_estimates, reliability_matrix
+
+    rng = np.random.default_rng(21)
+    for trial in range(20):
+        n = 300
+        ratings = pd.DataFrame({
+            "rater": rng.choice([f"r{i}" for i in range(5)], n), "item": rng.integers(0, 30, n),
+            "model": rng.choice(["m1", "m2", "m3"], n), "score": rng.choice([1.0, 2.0, 3.0, 4.0, np.nan], n),
+        })  # duplicates (a rater rating an item twice) and gaps on purpose
+        table = agreement_table(ratings, scores=["score"], by=("model",), levels=LEVELS, kappa=True,
+                                n_boot=120 if trial % 2 else 0, seed=trial)
+        for model, group in ratings.groupby("model"):
+            rows = table[table["model"] == model]
+            matrix = reliability_matrix(group, score="score")
+            expected = agreement_estimates(matrix, levels=LEVELS, kappa=True, n_boot=120 if trial % 2 else 0,
+                                           seed=trial)
+            for row in rows.itertuples():
+                assert row.model == model
+                est = expected[row.measure]
+                assert row.n_units == est.n_units
+                if row.measure.startswith("alpha_"):
+                    package = krippendorff.alpha(reliability_data=np.round(matrix, 9),
+                                                 level_of_measurement=row.measure.removeprefix("alpha_"))
+                    assert row.value == pytest.approx(package, abs=1e-9)
+                assert row.value == pytest.approx(est.value, abs=1e-12)
+                if est.ci95:  # same seed, same resampled units: the same interval
+                    assert (row.ci_low, row.ci_high) == pytest.approx(est.ci95, abs=1e-12)
+
+
+def test_groups_of_equal_size_share_draws_but_get_the_same_weights_as_fresh_draws():
+    from analysis.agreement import _bootstrap_weights, _SharedDraws
+
+    rng = np.random.default_rng(5)
+    shared = _SharedDraws()
+    for _ in range(3):
+        frequency = rng.multinomial(200, np.ones(60) / 60)
+        frequency = frequency[frequency > 0]  # many patterns for 200 units: the position-draw path
+        fresh = np.vstack(list(_bootstrap_weights(frequency, 500, 7)))
+        reused = np.vstack(list(_bootstrap_weights(frequency, 500, 7, shared)))
+        assert np.array_equal(fresh, reused)
+        assert (fresh.sum(axis=1) == 200).all()
