@@ -283,3 +283,34 @@ def test_the_run_judge_command_runs_an_embedding_judge(checkpoints):
                  "--param", f"clip_checkpoint={checkpoints['clip']}", "--param", 'metrics=["CLIP_Score"]', stdout=out)
     assert "done, 2/2 units, 0 failed or refused, 0 requests, 0 from cache" in out.getvalue()
     assert set(JudgeScore.objects.filter(run__study=study).values_list("dimension", flat=True)) == {"CLIP_Score"}
+
+
+def test_a_researcher_sees_clip_score_next_to_the_human_numbers(client, checkpoints, run_now):
+    import random
+
+    from django.urls import reverse
+
+    from tasks.models import Rating
+    from tests.factories import make_rater, make_user
+
+    researcher = make_user("researcher-clip")
+    study = make_study(title="CLIP study", task_type="text_to_image")
+    study.owners.add(researcher)
+    raters, rng = [make_rater() for _ in range(3)], random.Random(5)
+    for i in range(5):
+        instance = make_instance(study, prompt=["a red circle", "two blue squares", "a dog left of a cat"][i % 3])
+        for model in ("Alpha", "Beta"):
+            item = with_output(make_item(study, instance=instance, model=model), textured_png(50 + 2 * i + (model == "Beta")))
+            for rater in raters:
+                Rating.objects.create(study=study, rater=rater, item=item,
+                                      values={"SC": rng.choice([0, 0.5, 1]), "PQ": rng.choice([0, 0.5, 1])})
+    run_now(judge_create(name="CLIPScore (tiny)", kind="embedding", params={"clip_checkpoint": checkpoints["clip"]}), study)
+    client.force_login(researcher)
+    response = client.get(reverse("judge_side_by_side", args=[study.slug]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "CLIPScore (tiny)" in html and "CLIP / DINO embeddings (local checkpoint)" in html
+    judges = response.context["report"]["models"]["Alpha"]["judges"]["CLIPScore (tiny)"]
+    # the judge's only dimension (CLIP_Score: text-to-image has no reference images) meets every human one
+    assert set(JudgeScore.objects.filter(run__study=study).values_list("dimension", flat=True)) == {"CLIP_Score"}
+    assert judges["SC"]["n"] == 5 and math.isfinite(judges["SC"]["spearman"])
