@@ -104,3 +104,21 @@ def test_a_lapsed_lease_goes_back_to_the_pool_when_the_next_rater_claims_work(cl
     assert assignment_next(rater=punctual, study=study, now=later).items == [item]
     assert Assignment.objects.get(rater=late).state == Assignment.State.EXPIRED
     assert Item.objects.get(pk=item.pk).claims == 1
+
+
+def test_showing_a_screen_extends_the_leases_only_when_they_were_not_extended_lately():
+    from tasks.assignment import TOUCH_EVERY, assignment_next, lease_length, screen_shown
+
+    study = _study(items=3)
+    rater = make_rater()
+    screen = assignment_next(rater=rater, study=study)
+    claimed_until = Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True).first()
+    soon = timezone.now() + TOUCH_EVERY / 2
+    screen_shown(rater=rater, screen=screen, now=soon)
+    leases = set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True))
+    assert leases == {claimed_until}  # fresh: only the render time was written
+    assert Assignment.objects.get(pk=screen.assignments[0].pk).shown_at == soon
+    later = timezone.now() + 2 * TOUCH_EVERY
+    screen_shown(rater=rater, screen=screen, now=later)
+    leases = set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True))
+    assert leases == {later + lease_length()}  # every leased unit of the rater, not only this screen's
