@@ -64,7 +64,13 @@ def screen_observers(
     """
     frame = ratings[ratings[score].notna()]
     keys = [c for c in ("model",) if c in frame.columns and c != item] + [item]
-    codes = frame.groupby(keys, sort=False).ngroup().to_numpy()
+    codes = np.zeros(len(frame), np.int64)
+    for key in keys:  # (model, item) -> one integer per item, numbered in order of appearance
+        key_codes, names = pd.factorize(frame[key])
+        codes = np.where((codes < 0) | (key_codes < 0), -1, codes * max(len(names), 1) + key_codes)
+    if (codes < 0).any():  # ratings of no item (missing key) screen nothing, as in a groupby
+        frame, codes = frame[codes >= 0], codes[codes >= 0]
+    codes = pd.factorize(codes)[0]
     values = frame[score].to_numpy(float)
     n_item = np.bincount(codes).astype(float)
     mean = (np.bincount(codes, weights=values) / n_item)[codes]
@@ -80,8 +86,17 @@ def screen_observers(
 
     above = deviation > threshold  # NaN threshold compares False
     below = deviation < -threshold
-    counts = pd.DataFrame({"rater": frame[rater].to_numpy(), "P": above, "Q": below})
-    per_rater = counts.groupby("rater", sort=True).agg(n=("P", "size"), P=("P", "sum"), Q=("Q", "sum"))
+    rater_codes, rater_names = pd.factorize(frame[rater], sort=True)
+    counted = rater_codes >= 0
+    n_raters = len(rater_names)
+    per_rater = pd.DataFrame(
+        {
+            "n": np.bincount(rater_codes[counted], minlength=n_raters),
+            "P": np.bincount(rater_codes[counted], weights=above[counted], minlength=n_raters).astype(np.int64),
+            "Q": np.bincount(rater_codes[counted], weights=below[counted], minlength=n_raters).astype(np.int64),
+        },
+        index=pd.Index(rater_names, name=rater),
+    )
     outliers = per_rater["P"] + per_rater["Q"]
     share = outliers / per_rater["n"]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -92,14 +107,13 @@ def screen_observers(
     per_rater["reason"] = [
         _reason(row.P, row.Q, row.n, row.rejected) for row in per_rater.itertuples()
     ]  # one string per rater, not per rating
-    per_rater.index.name = rater
 
-    item_table = (
-        pd.DataFrame({**{k: frame[k].to_numpy() for k in keys}, "mean": mean, "std": std, "beta2": beta2,
-                      "threshold": threshold})
-        .drop_duplicates(subset=keys)
-        .reset_index(drop=True)
-    )
+    first = np.full(len(n_item), -1)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each item's first rating (codes follow appearance)
+    item_table = pd.DataFrame({
+        **{k: frame[k].to_numpy()[first] for k in keys},
+        "mean": mean[first], "std": std[first], "beta2": beta2[first], "threshold": threshold[first],
+    })
     return ScreeningResult(per_rater, item_table)
 
 
@@ -119,13 +133,16 @@ def _reason(p: int, q: int, n: int, rejected: bool) -> str:
 
 
 def mos_with_and_without_screening(
-    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item"
+    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item",
+    screening: ScreeningResult | None = None,
 ) -> pd.DataFrame:
     """Model-level z-MOS with all raters and after dropping rejected ones.
 
-    Columns: ``model, mos_all, mos_screened, shift`` (screened - all).
+    Columns: ``model, mos_all, mos_screened, shift`` (screened - all). Pass ``screening`` when
+    :func:`screen_observers` already ran on these ratings, to not screen them twice.
     """
-    screening = screen_observers(ratings, score=score, rater=rater, item=item)
+    if screening is None:
+        screening = screen_observers(ratings, score=score, rater=rater, item=item)
     kept = ratings[~ratings[rater].astype(str).isin(screening.rejected)]
     everyone = model_mos(ratings, score=score, rater=rater, item=item, ci="none").table
     screened = model_mos(kept, score=score, rater=rater, item=item, ci="none").table

@@ -1,6 +1,10 @@
 """Analysis at EvalMi scale: the full report on 806,400 rating rows (1.61M scores).
 
-    .venv/bin/python -m bench.analysis_scale [--n-boot 1000]
+    .venv/bin/python -m bench.analysis_scale [--n-boot 1000] [--profile] [--keep-db bench_keep]
+
+``--keep-db NAME`` loads the ratings into database NAME once and keeps it: later runs with the
+same NAME skip the import (handy when iterating on the analysis; drop it with
+``DROP DATABASE NAME``). Without it a scratch database is created and dropped.
 
 Loads the synthetic ratings (bench.evalmi_scale; the import is timed too, see bench.import_speed),
 then times reading them from PostgreSQL (analysis.data.ratings_frame, the data layer every
@@ -12,20 +16,45 @@ that the bad raters are the ones ITU-R screening rejects.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
-from bench.common import NOISE_NOTE, Timer, django_setup, scratch_database, verdict
+from bench import evalmi_scale
+from bench.common import NOISE_NOTE, PG, Timer, _admin_connection, django_setup, scratch_database, verdict
 from bench.import_speed import load
+
+
+@contextlib.contextmanager
+def kept_database(name: str):
+    """Database NAME, created if missing and never dropped."""
+    with _admin_connection() as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{PG}/{name}"
+
+
+def _load_or_reuse():
+    """(study, number of rating rows, import seconds or None when reused, bad raters)."""
+    from tasks.models import Rating, Study
+
+    study = Study.objects.filter(slug=evalmi_scale.SLUG).first()
+    if study is not None and Rating.objects.filter(study=study).exists():
+        _, bad = evalmi_scale.synthesize(evalmi_scale.read_mos())
+        print("reusing the ratings already in the kept database (no import)")
+        return study, Rating.objects.filter(study=study).count(), None, bad
+    study, rows, import_s, bad = load()
+    return study, len(rows), import_s, bad
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--profile", action="store_true", help="cProfile build_report, print the top 30")
+    parser.add_argument("--keep-db", metavar="NAME", help="load into database NAME once and reuse it later")
     args = parser.parse_args()
-    with scratch_database() as url:
+    with (kept_database(args.keep_db) if args.keep_db else scratch_database()) as url:
         django_setup(url)
-        study, rows, import_s, bad = load()
+        study, n_rows, import_s, bad = _load_or_reuse()
         from django.db import connection, connections
 
         with connection.cursor() as cursor:
@@ -35,7 +64,7 @@ def main() -> int:
 
         with Timer() as read:
             frame = data.ratings_frame(study)
-        assert len(frame) == len(rows)
+        assert len(frame) == n_rows
         if args.profile:
             import cProfile
             import pstats
@@ -49,7 +78,8 @@ def main() -> int:
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
         connections.close_all()
     ratio = full.seconds / read.seconds
-    print(f"import {len(rows):,} rows: {import_s:.2f} s ({len(rows) / import_s:,.0f} rows/s)")
+    if import_s is not None:
+        print(f"import {n_rows:,} rows: {import_s:.2f} s ({n_rows / import_s:,.0f} rows/s)")
     print(f"read ratings (analysis.data.ratings_frame): {read.seconds:.2f} s")
     print(f"build_report (n_boot={args.n_boot}): {full.seconds:.2f} s = {ratio:.2f}× the read "
           f"(target ≤ 2×: {verdict(ratio <= 2)}; < 20 s: {verdict(full.seconds < 20)})")

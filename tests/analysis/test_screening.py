@@ -68,3 +68,27 @@ def test_screening_never_drops_a_rater_who_matches_consensus(seed, noise, n_rate
     ratings = pd.concat([ratings, consensus.assign(rater="consensus")], ignore_index=True)
     result = screen_observers(ratings)
     assert "consensus" not in result.rejected
+
+
+def test_a_screening_already_run_is_reused_not_repeated():
+    ratings, _ = panel(n_raters=15)
+    ratings.loc[ratings["rater"] == "r3", "score"] += np.where(np.arange(60) % 2 == 0, 1.5, -1.5)
+    result = screen_observers(ratings)
+    assert result.rejected == ["r3"]
+    again = mos_with_and_without_screening(ratings, screening=result)
+    assert again.equals(mos_with_and_without_screening(ratings))
+
+
+def test_outlier_counts_equal_a_plain_per_rating_loop():
+    ratings, _ = panel(n_raters=12, n_items=40, noise=0.8, seed=4)
+    result = screen_observers(ratings)
+    for rater, row in result.raters.iterrows():
+        p = q = 0
+        for _, rating in ratings[ratings["rater"] == rater].iterrows():
+            scores = ratings[(ratings["item"] == rating["item"]) & (ratings["model"] == rating["model"])]["score"]
+            deviation = scores - scores.mean()
+            beta2 = (deviation**4).mean() / (deviation**2).mean() ** 2
+            limit = (2.0 if 2 <= beta2 <= 4 else np.sqrt(20)) * scores.std()
+            p += rating["score"] - scores.mean() > limit
+            q += rating["score"] - scores.mean() < -limit
+        assert (row["P"], row["Q"], row["n"]) == (p, q, 40)

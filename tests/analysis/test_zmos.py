@@ -85,3 +85,21 @@ def test_affine_change_of_one_rater_leaves_z_mos_unchanged(offset, scale, rater,
     before = item_mos(ratings).table["mos"].to_numpy()
     after = item_mos(shifted).table["mos"].to_numpy()
     np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_z_scores_and_item_mos_equal_the_plain_pandas_formulas_on_random_panels():
+    rng = np.random.default_rng(12)
+    for trial in range(10):
+        ratings = make_ratings(n_raters=6, n_items=30, seed=trial)
+        ratings.loc[ratings.sample(frac=0.1, random_state=trial).index, "score"] = np.nan
+        ratings = ratings.sample(frac=1, random_state=trial)  # no particular order
+        scored, _ = zscore_by_rater(ratings)
+        grouped = ratings.dropna(subset=["score"]).groupby("rater")["score"]
+        expected = (ratings["score"] - grouped.transform("mean")) / grouped.transform("std")
+        assert np.allclose(scored["z"], expected.loc[scored.index], atol=1e-12)
+        table = item_mos(ratings, ci="t").table
+        plain = scored.groupby(["model", "item"])["z_scaled"].agg(["mean", "std", "size"]).reset_index()
+        assert table[["model", "item"]].equals(plain[["model", "item"]])
+        assert np.allclose(table["mos"], plain["mean"], atol=1e-12)
+        assert np.allclose(table["std"], plain["std"], atol=1e-12, equal_nan=True)
+        assert (table["n"].to_numpy() == plain["size"].to_numpy()).all()
