@@ -35,9 +35,17 @@ run: demo
 	@echo "Serving on http://$(HOST):$(PORT)/ (Celery eager mode; Ctrl-C to stop)"
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
+$(VENV)/.installed-clip: requirements-clip.txt $(VENV)/.installed
+	$(PIP) install --quiet -r requirements-clip.txt
+	touch $@
+
 # Browser tests need Debian's chromium; scripts/ensure_chromium installs it when apt is usable.
+# The optional CLIP extra is installed for the tests only when a CPU torch wheel lies on disk
+# (/opt/wheels on the project's machines); elsewhere its tests skip instead of pulling a GPU build.
 test: install-test
 	@bash scripts/ensure_chromium || true
+	@if ls /opt/wheels/torch-*.whl >/dev/null 2>&1; then $(MAKE) --no-print-directory $(VENV)/.installed-clip; \
+	 else echo "CLIP extra not installed (no local torch wheel under /opt/wheels): its tests will skip"; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Benchmarks (need the local PostgreSQL; see bench/README.md). A missed target exits 1; `-` keeps going.
