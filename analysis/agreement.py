@@ -41,7 +41,7 @@ SNAP_DECIMALS = 9
 # Bootstrap replicates are processed in chunks so weights (chunk x units)
 # and coincidences (chunk x V x V) stay around a few tens of MB.
 _CHUNK_CELLS = 4_000_000
-# Position draws shared between equally sized groups are kept up to this many counts (int32).
+# Position draws shared between equally sized groups are kept up to this many counts (float64: 64 MB).
 _SHARED_CELLS = 8_000_000
 
 
@@ -128,7 +128,26 @@ def _bootstrap_weights(frequency: np.ndarray, n_boot: int, seed: int,
         return
     pattern_start = np.cumsum(frequency) - frequency  # positions of pattern k: [start, start + freq)
     for positions in (draws or _SharedDraws()).position_counts(n_units, n_boot, seed):
-        yield np.add.reduceat(positions, pattern_start, axis=1).astype(float)
+        yield np.add.reduceat(positions, pattern_start, axis=1)
+
+
+def _replicate_sums(patterns: np.ndarray, frequency: np.ndarray, n_boot: int, seed: int,
+                    draws: "_SharedDraws | None" = None) -> np.ndarray:
+    """:func:`_weighted_sums` of every bootstrap replicate (replicates x features).
+
+    The same replicates as ``_weighted_sums(patterns, _bootstrap_weights(...))``; on the
+    position-draw path the position counts multiply per-position features directly (one matrix
+    product, cheaper than first adding positions up into patterns; equal up to float rounding).
+    """
+    n_units, n_patterns = int(frequency.sum()), len(frequency)
+    if n_patterns * 8 <= n_units:
+        return _weighted_sums(patterns, _bootstrap_weights(frequency, n_boot, seed, draws))
+    pairable, features = _unit_features(patterns)
+    full = np.zeros((n_patterns, features.shape[1]))
+    full[pairable] = features
+    per_position = full[np.repeat(np.arange(n_patterns), frequency)]
+    return np.vstack([positions @ per_position
+                      for positions in (draws or _SharedDraws()).position_counts(n_units, n_boot, seed)])
 
 
 def _chunk_sizes(n_boot: int, chunk: int) -> Iterable[int]:
@@ -163,7 +182,7 @@ class _SharedDraws:
             # int32 draws are several times faster than the default int64 (fine below 2**31 units)
             draws = rng.integers(0, n_units, size=(size, n_units), dtype=np.int32).astype(np.int64)
             draws += (np.arange(size) * n_units)[:, None]
-            yield np.bincount(draws.ravel(), minlength=size * n_units).reshape(size, n_units).astype(np.int32)
+            yield np.bincount(draws.ravel(), minlength=size * n_units).reshape(size, n_units).astype(float)
 
 
 def _percentile_ci(replicates: np.ndarray, n_boot: int) -> tuple[tuple[float, float] | None, str | None]:
@@ -310,7 +329,7 @@ def _estimates_from_counts(
         point["fleiss_kappa"] = float(_kappa_from_sums(sums, len(values))[0])
     if n_boot <= 0:
         return {name: Estimate(point[name], None, None, n_pairable) for name in names}
-    sums = _weighted_sums(patterns, _bootstrap_weights(frequency, n_boot, seed, draws))
+    sums = _replicate_sums(patterns, frequency, n_boot, seed, draws)
     replicates = {f"alpha_{level}": _alpha_from_sums(sums, values, level) for level in levels}
     if kappa:
         replicates["fleiss_kappa"] = _kappa_from_sums(sums, len(values))
@@ -452,7 +471,7 @@ def _group_cells(group: np.ndarray, rater: np.ndarray, unit: np.ndarray, score: 
     group, rater, unit, score = group[present], rater[present], unit[present], score[present]
     n_raters, n_units = int(rater.max(initial=0)) + 1, int(unit.max(initial=0)) + 1
     cell = (group * n_units + unit) * n_raters + rater
-    order = np.argsort(cell, kind="stable")
+    order = np.argsort(cell)
     cell, group, unit, score = cell[order], group[order], unit[order], score[order]
     first = np.r_[True, cell[1:] != cell[:-1]] if len(cell) else np.zeros(0, bool)
     if not first.all():

@@ -306,14 +306,10 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
     ceiling_frame = None
     if all(len(zscored[d]) for d in dims):
         # the ceiling is computed on z' (what the MOS averages), agreement on the raw Likert points
-        ceiling_frame = zscored[dims[0]][["rater", "item", "model"]].assign(**{dims[0]: zscored[dims[0]]["z_scaled"]})
-        ceiling_frame = ceiling_frame.merge(
-            zscored[dims[1]][["rater", "item", "z_scaled"]].rename(columns={"z_scaled": dims[1]}),
-            on=["rater", "item"], how="outer",
-        )
-        ceiling_frame["model"] = ceiling_frame["model"].fillna(
-            ratings.drop_duplicates("item").set_index("item")["model"].reindex(ceiling_frame["item"]).reset_index(drop=True)
-        )
+        # z-scored frames keep the ratings' row labels: align on them instead of merging 1.6M rows
+        ceiling_frame = ratings[["rater", "item", "model"]].assign(
+            **{dim: zscored[dim]["z_scaled"].reindex(ratings.index) for dim in dims}
+        ).dropna(subset=dims, how="all")
     _agreement_and_ceiling(ratings, dims, report, reasons, ceiling_frame=ceiling_frame, n_boot=n_boot, seed=seed)
     human_qa = _evalmi_qa(study, report, reasons, include_excluded)
     _evalmi_screening(ratings, dims, report, reasons)
@@ -349,7 +345,7 @@ def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reas
         if frame.empty:
             continue
         result = screen_observers(frame, score=dim)
-        shifts = mos_with_and_without_screening(frame, score=dim).set_index("model")
+        shifts = mos_with_and_without_screening(frame, score=dim, screening=result).set_index("model")
         screening[dim] = {
             "raters": int(len(result.raters)),
             "rejected": result.rejected,
