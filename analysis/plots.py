@@ -112,17 +112,21 @@ def alpha_over_time(series: pd.DataFrame, *, threshold: float | None = None) -> 
     series = series.dropna(subset=["alpha"])
     if series.empty:
         return _empty("Agreement needs items with two ratings")
-    fig, ax = plt.subplots(figsize=(5, 2.6))
+    fig, ax = plt.subplots(figsize=(5, 3.2))
     for index, (dim, group) in enumerate(series.groupby("dimension", sort=True)):
         colour = COLOURS[index % len(COLOURS)]
         ax.plot(group["ratings"], group["alpha"], marker="o", color=colour, label=str(dim))
         if {"ci_low", "ci_high"} <= set(group.columns) and group["ci_low"].notna().any():
             ax.fill_between(group["ratings"], group["ci_low"].astype(float), group["ci_high"].astype(float),
-                            color=colour, alpha=0.15)
+                            color=colour, alpha=0.10, linewidth=0)
     if threshold is not None:
         ax.axhline(threshold, color="#b3261e", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
     ax.set_xlabel("ratings so far")
     ax.set_ylabel("Krippendorff's α")
-    ax.set_ylim(min(-0.1, float(series["alpha"].min()) - 0.05), 1.02)
-    ax.legend(fontsize=8, frameon=False)
+    lowest = float(series["alpha"].min())
+    if "ci_low" in series.columns and series["ci_low"].notna().any():
+        lowest = min(lowest, float(series["ci_low"].astype(float).min()))
+    ax.set_ylim(max(-1.05, min(-0.1, lowest - 0.05)), 1.02)
+    ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5)
+    ax.grid(alpha=0.3)
     return _svg(fig)

@@ -65,7 +65,7 @@ class BundleForm(forms.Form):
     instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
     assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
-    settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true}")
+    settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true, \"agreement_threshold\": 0.5}")
 
     def clean_settings(self) -> dict:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
+from analysis.models import Judge, JudgeRun, JudgeScore
 from tests.conftest import SCREENSHOTS
 from tests.factories import make_user, png_bytes
 from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
@@ -73,10 +74,17 @@ def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live
     researcher = make_user("researcher")
     study = _imagenhub_study_with_votes(slug="t2i-live", title="Text-to-image, live")
     study.owners.add(researcher)
+    judge = Judge.objects.create(name="viescore-gpt", kind="viescore")
+    run = JudgeRun.objects.create(judge=judge, study=study, state="done", total=6, done=6)
+    for n, item in enumerate(study.items.order_by("id")):
+        JudgeScore.objects.create(run=run, item=item, dimension="SC", value=[0, 0.5, 1][n % 3])
     _login(page, "researcher")
     page.goto("/research/t2i-live/")
     page.wait_for_selector("#live table.agreement")
+    for image in page.locator("main img").all():  # lazy images load once scrolled to
+        image.scroll_into_view_if_needed()
     page.wait_for_function("Array.from(document.images).every(img => img.complete && img.naturalWidth > 0)")
+    assert page.locator("img[alt^='Scatter of viescore-gpt SC']").count() == 1
     assert "18 of 18 ratings needed" in page.inner_text("#live")
     _shot(page, "research-dashboard")
     # The live block is replaced by the server's fragment (what the 10 s trigger does).
@@ -86,6 +94,11 @@ def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live
     )
     page.wait_for_function("!document.querySelector('#live').dataset.marker")
     assert page.locator("#live").get_attribute("hx-trigger") == "every 10s"
+    # the researcher sets a strict threshold for the study: every α cell turns red
+    page.fill("#id_agreement_threshold", "0.9")
+    page.click(".threshold-form button")
+    page.wait_for_selector("text=Agreement threshold for t2i-live is now 0.9")
+    assert page.locator("#live table.agreement td.agree-ok").count() == 0
     page.goto("/research/t2i-live/leaderboard/")
     _shot(page, "research-leaderboard")
     assert page.locator("table.leaderboard tbody tr").count() == 2
