@@ -202,10 +202,11 @@ def _pairwise_question(assignment: Assignment, study, rating: Rating | None) -> 
 def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str, tuple[str, str] | None]:
     """Condition images, the prompt label and text, and a second text for the task's layout."""
     instance = item.instance
-    by_role: dict[str, list[ConditionImage]] = {}
-    for condition in instance.condition_images.all():
-        by_role.setdefault(condition.role, []).append(condition)
     task = study.task_type if study.protocol == protocols.IMAGENHUB else "text_to_image"
+    by_role: dict[str, list[ConditionImage]] = {}
+    # A text-to-image layout shows no condition images: no query for them (one less per screen).
+    for condition in instance.condition_images.all() if task != "text_to_image" else ():
+        by_role.setdefault(condition.role, []).append(condition)
 
     def single(role: str, label: str) -> list[ConditionBlock]:
         return [ConditionBlock(label=label, pictures=[picture(c.image, 384, label)]) for c in by_role.get(role, [])[:1]]

@@ -17,7 +17,7 @@ from tests.factories import make_instance, make_item, make_rater, make_study
 
 pytestmark = pytest.mark.django_db
 
-SCREEN_MAX = 7  # session, participation+study+policy, place, units (+ next screen), conditions, one UPDATE
+SCREEN_MAX = 5  # session, participation+study+policy, place, units (+ next screen), one UPDATE; +1 for condition images
 SUBMIT_MAX = 9  # session, participation, units, standing, assignment UPDATE, rating SELECT+INSERT, leased?, next
 FIRST_CLAIM_MAX = 26  # a whole session of 10 screens claimed: one conditional UPDATE per unit, one INSERT
 
