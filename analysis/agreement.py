@@ -402,93 +402,136 @@ def agreement_table(
     including units this dimension left empty), and groups of the same size share their bootstrap
     draws. 48 model x dimension groups with 1,000 replicates at EvalMi scale: about a second.
     """
-    by = list(by)
-    scores = list(scores)
-    levels = list(levels)
-    unit_columns = [item]
-    if not by and "model" in ratings.columns and item != "model":
-        unit_columns = ["model", item]
-    if by:
-        grouped = ratings.groupby(by, sort=True)
-        group_code = grouped.ngroup().fillna(-1).to_numpy(np.int64)
-        keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
-    else:
-        group_code = np.zeros(len(ratings), np.int64)
-        keys = [()]
-    rater_code = pd.factorize(ratings[rater])[0]
-    unit_code = np.zeros(len(ratings), np.int64)
-    for column in unit_columns:
-        codes, names = pd.factorize(ratings[column])
-        unit_code = np.where((unit_code < 0) | (codes < 0), -1, unit_code * max(len(names), 1) + codes)
-    unit_code = np.where(unit_code < 0, -1, pd.factorize(unit_code)[0])
+    return agreement_tables(ratings, scores=scores, groupings=[by], levels=levels, kappa=kappa, n_boot=n_boot,
+                            seed=seed, rater=rater, item=item)[0]
+
+
+def agreement_tables(
+    ratings: pd.DataFrame,
+    *,
+    scores: Iterable[str],
+    groupings: Iterable[Iterable[str]] = (("model",), ()),
+    levels: Iterable[Level] = ("ordinal", "interval"),
+    kappa: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+    rater: str = "rater",
+    item: str = "item",
+) -> list[pd.DataFrame]:
+    """:func:`agreement_table` for several groupings (default: per model, and the whole study), one
+    table each. Groupings whose units are the same (items unique to one model: per model the unit
+    is the item, over the study the (model, item) pair) share one units x values count table per
+    dimension, and all share the bootstrap draws of equally sized groups."""
+    groupings = [list(by) for by in groupings]
+    scores, levels = list(scores), list(levels)
+    factorized: dict[str, np.ndarray] = {}
+
+    def codes_of(column: str) -> np.ndarray:
+        if column not in factorized:
+            factorized[column] = pd.factorize(ratings[column])[0]
+        return factorized[column]
+
+    rater_code = codes_of(rater)
+    plans = []
+    for by in groupings:
+        group_code, keys = _group_codes(ratings, by)
+        unit_columns = ["model", item] if not by and "model" in ratings.columns and item != "model" else [item]
+        unit = _combine([group_code, *(codes_of(c) for c in unit_columns)])  # group-qualified unit per row
+        plans.append({"by": by, "keys": keys, "group": group_code, "unit": unit})
     draws = _SharedDraws()
-    cells = {dimension: _group_cells(group_code, rater_code, unit_code, ratings[dimension].to_numpy(float))
-             for dimension in scores}
-    units_of_group = _units_per_group(group_code, unit_code, len(keys))
-    rows = []
-    for k, key in enumerate(keys):
-        for dimension in scores:
-            group_units, unit_index, value = units_of_group[k], *cells[dimension].get(k, (None, None))
-            counts, values = _counts_from_cells(group_units, unit_index, value)
-            estimates = _estimates_from_counts(counts, values, levels=levels, kappa=kappa, n_boot=n_boot,
-                                               seed=seed, draws=draws)
-            for measure, est in estimates.items():
-                rows.append(
-                    (
-                        *key,
-                        dimension,
-                        measure,
-                        est.value,
-                        est.ci95[0] if est.ci95 else None,
-                        est.ci95[1] if est.ci95 else None,
-                        est.reason,
-                        est.n_units,
-                    )
-                )
-    columns = [*by, "dimension", "measure", "value", "ci_low", "ci_high", "reason", "n_units"]
-    table = pd.DataFrame(rows, columns=columns)
-    for column in ("value", "ci_low", "ci_high", "reason"):
-        table[column] = table[column].astype(object).where(table[column].notna(), None)
-    return table
+    base = plans[0]
+    for plan in plans:
+        plan["shares_base"] = plan is base or _same_partition(base["unit"], plan["unit"])
+        # each unit's group under this plan, over the base units when the count tables are shared
+        units = base["unit"] if plan["shares_base"] else plan["unit"]
+        plan["unit_group"] = _group_of_unit(units, plan["group"])
+    tables = []
+    count_tables: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    for index, plan in enumerate(plans):
+        owner = 0 if plan["shares_base"] else index
+        units = plans[owner]["unit"]
+        rows = []
+        members = _members(plan["unit_group"], len(plan["keys"]))
+        for k, key in enumerate(plan["keys"]):
+            for dimension in scores:
+                if (owner, dimension) not in count_tables:
+                    count_tables[owner, dimension] = _unit_value_counts(
+                        units, rater_code, ratings[dimension].to_numpy(float), len(plan["unit_group"]))
+                all_counts, all_values = count_tables[owner, dimension]
+                counts = all_counts[members[k]]
+                present = counts.sum(axis=0) > 0  # the group's own distinct values
+                estimates = _estimates_from_counts(counts[:, present], all_values[present], levels=levels,
+                                                   kappa=kappa, n_boot=n_boot, seed=seed, draws=draws)
+                for measure, est in estimates.items():
+                    rows.append((*key, dimension, measure, est.value, est.ci95[0] if est.ci95 else None,
+                                 est.ci95[1] if est.ci95 else None, est.reason, est.n_units))
+        columns = [*plan["by"], "dimension", "measure", "value", "ci_low", "ci_high", "reason", "n_units"]
+        table = pd.DataFrame(rows, columns=columns)
+        for column in ("value", "ci_low", "ci_high", "reason"):
+            table[column] = table[column].astype(object).where(table[column].notna(), None)
+        tables.append(table)
+    return tables
 
 
-def _units_per_group(group: np.ndarray, unit: np.ndarray, n_groups: int) -> list[np.ndarray]:
-    """Each group's distinct unit codes (sorted): the columns its reliability matrix would have."""
-    valid = (group >= 0) & (unit >= 0)
-    pairs = np.unique(group[valid] * (int(unit.max(initial=0)) + 1) + unit[valid])
-    width = int(unit.max(initial=0)) + 1
-    pair_group, pair_unit = pairs // width, pairs % width
-    bounds = np.searchsorted(pair_group, np.arange(n_groups + 1))
-    return [pair_unit[bounds[k]:bounds[k + 1]] for k in range(n_groups)]
+def _group_codes(ratings: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, list[tuple]]:
+    """Per row its group code (-1: a missing key, no group) and the sorted group keys."""
+    if not by:
+        return np.zeros(len(ratings), np.int64), [()]
+    grouped = ratings.groupby(by, sort=True)
+    keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
+    return grouped.ngroup().fillna(-1).to_numpy(np.int64), keys
 
 
-def _group_cells(group: np.ndarray, rater: np.ndarray, unit: np.ndarray, score: np.ndarray
-                 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Group code -> (unit code, snapped value) of each filled (rater, unit) cell of its matrix.
+def _combine(codes: list[np.ndarray]) -> np.ndarray:
+    """One dense code per distinct combination of the given codes (-1 if any is -1)."""
+    combined = np.zeros(len(codes[0]), np.int64)
+    for code in codes:
+        width = int(code.max(initial=-1)) + 1
+        combined = np.where((combined < 0) | (code < 0), -1, combined * max(width, 1) + code)
+        combined = np.where(combined < 0, -1, pd.factorize(combined)[0])  # keep the numbers small
+    return combined
 
-    A rater who rated a unit twice fills the cell with the mean, as ``pivot_table`` does."""
-    present = np.isfinite(score) & (group >= 0) & (rater >= 0) & (unit >= 0)
-    group, rater, unit, score = group[present], rater[present], unit[present], score[present]
-    n_raters, n_units = int(rater.max(initial=0)) + 1, int(unit.max(initial=0)) + 1
-    cell = (group * n_units + unit) * n_raters + rater
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when codes a and b group the rows identically (missing in the same rows)."""
+    if not np.array_equal(a < 0, b < 0):
+        return False
+    valid = a >= 0
+    n_a, n_b = int(a.max(initial=-1)) + 1, int(b.max(initial=-1)) + 1
+    return n_a == n_b == len(pd.unique(a[valid] * max(n_b, 1) + b[valid]))
+
+
+def _group_of_unit(unit: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each unit's group (units are group-qualified, so one group per unit)."""
+    out = np.full(int(unit.max(initial=-1)) + 1, -1)
+    valid = (unit >= 0) & (group >= 0)
+    out[unit[valid]] = group[valid]
+    return out
+
+
+def _members(unit_group: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    order = np.argsort(unit_group, kind="stable")
+    bounds = np.searchsorted(unit_group[order], np.arange(n_groups + 1))
+    return [order[bounds[k]:bounds[k + 1]] for k in range(n_groups)]
+
+
+def _unit_value_counts(unit: np.ndarray, rater: np.ndarray, score: np.ndarray, n_units: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(units x values counts, sorted distinct snapped values) over every unit: the rows of the
+    raters x units matrices' count tables. A rater who rated a unit twice counts once, with the
+    mean, as ``pivot_table`` fills the matrix."""
+    present = np.isfinite(score) & (rater >= 0) & (unit >= 0)
+    unit, rater, score = unit[present], rater[present], score[present]
+    n_raters = int(rater.max(initial=0)) + 1
+    cell = unit * n_raters + rater
     order = np.argsort(cell)
-    cell, group, unit, score = cell[order], group[order], unit[order], score[order]
+    cell, unit, score = cell[order], unit[order], score[order]
     first = np.r_[True, cell[1:] != cell[:-1]] if len(cell) else np.zeros(0, bool)
     if not first.all():
         which = np.cumsum(first) - 1
         score = np.bincount(which, weights=score) / np.bincount(which)
-        group, unit = group[first], unit[first]
+        unit = unit[first]
     score = np.round(score, SNAP_DECIMALS) + 0.0  # + 0.0: -0.0 (a rounded tiny negative) is 0
-    bounds = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True]) if len(group) else np.zeros(1, int)
-    return {int(group[a]): (unit[a:b], score[a:b]) for a, b in zip(bounds[:-1], bounds[1:])}
-
-
-def _counts_from_cells(group_units: np.ndarray, unit: np.ndarray | None, value: np.ndarray | None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(units x values counts, sorted distinct values), units in ``group_units`` order."""
-    if unit is None or not len(unit):
-        return np.zeros((len(group_units), 0)), np.zeros(0)
-    values, value_index = np.unique(value, return_inverse=True)
-    unit_index = np.searchsorted(group_units, unit)
-    flat = np.bincount(unit_index * len(values) + value_index, minlength=len(group_units) * len(values))
-    return flat.reshape(len(group_units), len(values)).astype(float), values
+    values, value_index = np.unique(score, return_inverse=True)
+    flat = np.bincount(unit * len(values) + value_index, minlength=n_units * len(values))
+    return flat.reshape(n_units, len(values)).astype(float), values

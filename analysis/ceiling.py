@@ -23,7 +23,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.correlation import fisher_z_mean, grouped_correlations, sample_correlations
+from analysis.correlation import fisher_z_mean, grouped_correlations, grouped_correlations_by, sample_correlations
 
 METHODS = ("srcc", "plcc", "krcc")
 
@@ -74,50 +74,122 @@ def human_ceiling(
     (group, rater)'s three correlations by :func:`grouped_correlations`. A rater who rated an item
     twice counts with the mean of the two ratings.
     """
-    by = list(by)
-    if by:
-        grouped = ratings.groupby(by, sort=True)
-        group_code = grouped.ngroup().fillna(-1).to_numpy(np.int64)
-        keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
-    else:
-        group_code = np.zeros(len(ratings), np.int64)
-        keys = [()]
+    return human_ceilings(ratings, scores=scores, groupings=[by], rater=rater, item=item)[0]
+
+
+def human_ceilings(
+    ratings: pd.DataFrame,
+    *,
+    scores: Iterable[str],
+    groupings: Iterable[Iterable[str]] = (("model",), ()),
+    rater: str = "rater",
+    item: str = "item",
+) -> list[pd.DataFrame]:
+    """:func:`human_ceiling` for several groupings (default: per model, and the whole study), one
+    table each. When an item belongs to one group of each grouping (items are (model, prompt)
+    images), the rater-vs-rest pairs are the same under every grouping: they are built once, and
+    the correlations share their value codes."""
+    groupings = [list(by) for by in groupings]
+    codes = [_group_codes(ratings, by) for by in groupings]
     rater_code, rater_names = pd.factorize(ratings[rater], sort=True)
     item_code, item_names = pd.factorize(ratings[item], sort=True)
+    n_raters, n_items = len(rater_names), len(item_names)
+    finest = max(range(len(groupings)), key=lambda i: len(codes[i][1]))
+    same_pairs = [i == finest or _one_group_per_item(codes[finest][0], codes[i][0], item_code, n_items)
+                  for i in range(len(groupings))]
     scores = list(scores)
-    per_dimension = {
-        dimension: _per_rater_vs_rest(group_code, rater_code, item_code, ratings[dimension].to_numpy(float),
-                                      len(keys), len(rater_names), len(item_names))
-        for dimension in scores
-    }
-    rows = []
-    for k, key in enumerate(keys):
-        for dimension in scores:
-            table = per_dimension[dimension].get(k)
-            if table is None or len(table["rater"]) < 2:
-                rows.append((*key, dimension, 0, None, None, None, "fewer than 2 raters: no ceiling"))
-                continue
-            srcc = table["srcc"]
-            skipped = np.flatnonzero(np.isnan(srcc))
-            reason = "; ".join(f"rater {rater_names[table['rater'][i]]}: {_rater_reason(table['reason'][i])}"
-                               for i in skipped) or None
-            rows.append((*key, dimension, int(len(srcc) - len(skipped)),
-                         *(fisher_z_mean(table[m]) for m in METHODS), reason))
-    return pd.DataFrame(rows, columns=[*by, "dimension", "n_raters", *METHODS, "reason"])
+    per_dimension: list[dict] = [{} for _ in groupings]
+    for dimension in scores:
+        values = ratings[dimension].to_numpy(float)
+        shared = [i for i in range(len(groupings)) if same_pairs[i]]
+        pairs = _rater_vs_rest_pairs(codes[finest][0], rater_code, item_code, values, len(codes[finest][1]),
+                                     n_raters, n_items)
+        sets = [codes[i][0][pairs["row"]] * n_raters + pairs["rater"] for i in shared]
+        results = grouped_correlations_by(sets, pairs["own"], pairs["others"],
+                                          n_groups=[len(codes[i][1]) * n_raters for i in shared])
+        for i, set_code, result in zip(shared, sets, results):
+            per_dimension[i][dimension] = _per_group(result, set_code, len(codes[i][1]), n_raters)
+        for i in range(len(groupings)):
+            if not same_pairs[i]:
+                own = _rater_vs_rest_pairs(codes[i][0], rater_code, item_code, values, len(codes[i][1]),
+                                           n_raters, n_items)
+                set_code = codes[i][0][own["row"]] * n_raters + own["rater"]
+                result = grouped_correlations(set_code, own["own"], own["others"],
+                                              n_groups=len(codes[i][1]) * n_raters)
+                per_dimension[i][dimension] = _per_group(result, set_code, len(codes[i][1]), n_raters)
+    tables = []
+    for by, (_, keys), tables_by_dimension in zip(groupings, codes, per_dimension):
+        rows = []
+        for k, key in enumerate(keys):
+            for dimension in scores:
+                table = tables_by_dimension[dimension].get(k)
+                if table is None or len(table["rater"]) < 2:
+                    rows.append((*key, dimension, 0, None, None, None, "fewer than 2 raters: no ceiling"))
+                    continue
+                srcc = table["srcc"]
+                skipped = np.flatnonzero(np.isnan(srcc))
+                reason = "; ".join(f"rater {rater_names[table['rater'][i]]}: {_rater_reason(table['reason'][i])}"
+                                   for i in skipped) or None
+                rows.append((*key, dimension, int(len(srcc) - len(skipped)),
+                             *(fisher_z_mean(table[m]) for m in METHODS), reason))
+        tables.append(pd.DataFrame(rows, columns=[*by, "dimension", "n_raters", *METHODS, "reason"]))
+    return tables
 
 
-def _per_rater_vs_rest(group, rater, item, values, n_groups, n_raters, n_items) -> dict[int, dict]:
-    """Group code -> that group's raters (sorted codes) with their correlations and reasons."""
-    present = np.isfinite(values) & (group >= 0) & (rater >= 0) & (item >= 0)  # NaN labels: no row, no column
-    group, rater, item, values = group[present], rater[present], item[present], values[present]
+def _group_codes(ratings: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, list[tuple]]:
+    """Per row its group code (-1: a missing key, no group) and the sorted group keys."""
+    if not by:
+        return np.zeros(len(ratings), np.int64), [()]
+    grouped = ratings.groupby(by, sort=True)
+    keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
+    return grouped.ngroup().fillna(-1).to_numpy(np.int64), keys
+
+
+def _one_group_per_item(fine: np.ndarray, coarse: np.ndarray, item: np.ndarray, n_items: int) -> bool:
+    """True when (coarse group, item) and (fine group, item) name the same cells: each item lies
+    in one fine group and one coarse group (the groupings then differ only in which raters' pairs
+    are pooled)."""
+    valid = (fine >= 0) & (coarse >= 0) & (item >= 0)
+    for codes in (fine, coarse):
+        low = np.full(n_items, np.iinfo(np.int64).max)
+        high = np.full(n_items, -1)
+        np.minimum.at(low, item[valid], codes[valid])
+        np.maximum.at(high, item[valid], codes[valid])
+        seen = high >= 0
+        if (low[seen] != high[seen]).any():
+            return False
+    return bool(((fine >= 0) == (coarse >= 0))[item >= 0].all())
+
+
+def _per_group(result, set_code: np.ndarray, n_groups: int, n_raters: int) -> dict[int, dict]:
+    """Group code -> its raters that have ratings (codes) with their correlations and reasons."""
+    present = np.bincount(set_code, minlength=n_groups * n_raters) > 0
+    out: dict[int, dict] = {}
+    for k in range(n_groups):
+        block = slice(k * n_raters, (k + 1) * n_raters)
+        raters = np.flatnonzero(present[block])
+        if not len(raters):
+            continue
+        index = raters + k * n_raters
+        out[k] = {"rater": raters, "srcc": result.srcc[index], "plcc": result.plcc[index],
+                  "krcc": result.krcc[index], "reason": [result.reason[j] for j in index]}
+    return out
+
+
+def _rater_vs_rest_pairs(group, rater, item, values, n_groups, n_raters, n_items) -> dict[str, np.ndarray]:
+    """Every filled (group, rater, item) cell: ``own`` value, ``others`` (mean of the other raters
+    on that item, NaN if none), ``rater`` code and a representative ``row`` of the input, in
+    (group, rater, item) order. A rater's repeated ratings of an item become their mean."""
+    row = np.flatnonzero(np.isfinite(values) & (group >= 0) & (rater >= 0) & (item >= 0))  # NaN labels: no cell
+    group, rater, item, values = group[row], rater[row], item[row], values[row]
     cell = (group * n_raters + rater) * n_items + item
-    order = np.argsort(cell, kind="stable")  # group, then rater, then item: the matrix's order
-    cell, group, rater, item, values = cell[order], group[order], rater[order], item[order], values[order]
+    order = np.argsort(cell)  # group, then rater, then item: the matrix's order
+    cell, group, rater, item, values, row = (a[order] for a in (cell, group, rater, item, values, row))
     first = np.r_[True, cell[1:] != cell[:-1]] if len(cell) else np.zeros(0, bool)
     if not first.all():  # a rater rated an item twice: the matrix holds their mean
         which = np.cumsum(first) - 1
         values = np.bincount(which, weights=values) / np.bincount(which)
-        group, rater, item = group[first], rater[first], item[first]
+        group, rater, item, row = group[first], rater[first], item[first], row[first]
     column = group * n_items + item
     if n_groups * n_items <= 4 * len(column) + 1024:
         width = n_groups * n_items
@@ -129,19 +201,7 @@ def _per_rater_vs_rest(group, rater, item, values, n_groups, n_raters, n_items) 
     counts = np.bincount(column, minlength=width)[column]
     with np.errstate(divide="ignore", invalid="ignore"):
         others = np.where(counts > 1, (totals - values) / (counts - 1), np.nan)
-    pair_set = group * n_raters + rater
-    set_first = np.r_[True, pair_set[1:] != pair_set[:-1]] if len(pair_set) else np.zeros(0, bool)
-    set_code = np.cumsum(set_first) - 1
-    result = grouped_correlations(set_code, values, others)
-    set_group, set_rater = group[set_first], rater[set_first]
-    out: dict[int, dict] = {}
-    bounds = np.flatnonzero(np.r_[True, set_group[1:] != set_group[:-1]]) if len(set_group) else []
-    for start, stop in zip(bounds, [*bounds[1:], len(set_group)]):
-        out[int(set_group[start])] = {
-            "rater": set_rater[start:stop], "srcc": result.srcc[start:stop], "plcc": result.plcc[start:stop],
-            "krcc": result.krcc[start:stop], "reason": result.reason[start:stop],
-        }
-    return out
+    return {"own": values, "others": others, "rater": rater, "row": row}
 
 
 def pairwise_rater_correlations(

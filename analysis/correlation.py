@@ -135,19 +135,36 @@ def grouped_correlations(groups, x, y, *, n_groups: int | None = None) -> Groupe
     values (Kendall's discordant pairs), no per-group loop.
     """
     g = np.asarray(groups, dtype=np.int64)
+    return grouped_correlations_by([g], x, y, n_groups=[n_groups])[0]
+
+
+def grouped_correlations_by(groupings, x, y, *, n_groups=None) -> list[GroupedCorrelations]:
+    """:func:`grouped_correlations` of the same pairs under several groupings (e.g. per model and
+    rater, and per rater over the whole study), sharing the snapping and the value codes."""
     x, y = snap(x) + 0.0, snap(y) + 0.0  # + 0.0 turns -0.0 into 0.0: one value, one sort key
-    if not (g.shape == x.shape == y.shape):
-        raise ValueError(f"groups, x and y must have the same length, got {g.shape}, {x.shape}, {y.shape}")
-    if n_groups is None:
-        n_groups = int(g.max()) + 1 if len(g) else 0
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length, got {x.shape} and {y.shape}")
     keep = np.isfinite(x) & np.isfinite(y)
-    g, x, y = g[keep], x[keep], y[keep]
+    x, y = x[keep], y[keep]
+    codes = (_dense_codes(x), _dense_codes(y)) if len(x) else None
+    results = []
+    for g, count in zip(groupings, n_groups or [None] * len(groupings)):
+        g = np.asarray(g, dtype=np.int64)
+        if g.shape != keep.shape:
+            raise ValueError(f"groups, x and y must have the same length, got {g.shape} and {keep.shape}")
+        if count is None:
+            count = int(g.max()) + 1 if len(g) else 0
+        results.append(_grouped(g[keep], x, y, count, codes))
+    return results
+
+
+def _grouped(g, x, y, n_groups, codes) -> GroupedCorrelations:
     n = np.bincount(g, minlength=n_groups)
     srcc, plcc, krcc = (np.full(n_groups, np.nan) for _ in range(3))
     constant_x = np.ones(n_groups, bool)
     constant_y = np.ones(n_groups, bool)
     if len(g):
-        sorted_pairs = _SortedPairs(g, x, y, n_groups)
+        sorted_pairs = _SortedPairs(g, codes, n_groups)
         constant_x, constant_y = sorted_pairs.constant_x, sorted_pairs.constant_y
     reason: list = [None] * n_groups
     for k in np.flatnonzero((n < 3) | constant_x | constant_y):
@@ -207,10 +224,9 @@ class _SortedPairs:
     """The pairs sorted by (group, x, y) and by (group, y, x), with what both orders give:
     average ranks (Spearman), constant sides, ties and discordant pairs (Kendall tau-b)."""
 
-    def __init__(self, g: np.ndarray, x: np.ndarray, y: np.ndarray, n_groups: int) -> None:
+    def __init__(self, g: np.ndarray, codes, n_groups: int) -> None:
         self.g, self.n_groups = g, n_groups
-        x_code, n_x = _dense_codes(x)
-        y_code, n_y = _dense_codes(y)
+        (x_code, n_x), (y_code, n_y) = codes
         if n_groups * n_x * n_y < 2**62:
             self.by_x = np.argsort((g * n_x + x_code) * n_y + y_code)
             self.by_y = np.argsort((g * n_y + y_code) * n_x + x_code)

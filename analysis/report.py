@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import data
-from analysis.agreement import agreement_table
-from analysis.ceiling import human_ceiling
+from analysis.agreement import agreement_table, agreement_tables
+from analysis.ceiling import human_ceilings
 from analysis.correlation import fisher_z_mean, model_level_agreement, per_group_correlations
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
@@ -145,11 +145,13 @@ def _agreement_and_ceiling(ratings: pd.DataFrame, dims: list[str], report: dict,
     human ceiling per model and for the whole study."""
     ceiling_frame = ratings if ceiling_frame is None else ceiling_frame
     models = report["models"]
-    table = agreement_table(ratings, scores=dims, by=("model",), levels=LEVELS, kappa=True, n_boot=n_boot, seed=seed)
+    # per model and over the study in one call each: they share count tables, pairs and draws
+    table, overall = agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
+                                      n_boot=n_boot, seed=seed)
+    ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()])
     for row in table.itertuples(index=False):
         entry = models[row.model]["dimensions"][row.dimension]
         _put_agreement(entry, row, f"models.{row.model}.dimensions.{row.dimension}", reasons, n_boot)
-    ceiling = human_ceiling(ceiling_frame, scores=dims, by=("model",))
     for row in ceiling.itertuples(index=False):
         where = f"models.{row.model}.dimensions.{row.dimension}.human_ceiling"
         why = row.reason or "no rater had a defined correlation"
@@ -158,8 +160,6 @@ def _agreement_and_ceiling(ratings: pd.DataFrame, dims: list[str], report: dict,
         }
 
     level = report["study_level"].setdefault("dimensions", {})
-    overall = agreement_table(ratings, scores=dims, by=(), levels=LEVELS, kappa=True, n_boot=n_boot, seed=seed)
-    study_ceiling = human_ceiling(ceiling_frame, scores=dims, by=())
     for dim in dims:
         entry = level.setdefault(dim, {})
         rows = overall[overall["dimension"] == dim]

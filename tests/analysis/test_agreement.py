@@ -178,3 +178,20 @@ def test_groups_of_equal_size_share_draws_but_get_the_same_weights_as_fresh_draw
         reused = np.vstack(list(_bootstrap_weights(frequency, 500, 7, shared)))
         assert np.array_equal(fresh, reused)
         assert (fresh.sum(axis=1) == 200).all()
+
+
+def test_agreement_for_several_groupings_equals_one_call_per_grouping():
+    from analysis.agreement import agreement_tables
+
+    rng = np.random.default_rng(8)
+    n = 500
+    ratings = pd.DataFrame({
+        "rater": rng.choice([f"r{i}" for i in range(6)], n), "item": rng.integers(0, 40, n),
+        "model": rng.choice(["m1", "m2", "m3"], n), "judge": rng.choice(["j1", "j2"], n),
+        "SC": rng.choice([0.0, 0.5, 1.0, np.nan], n), "PQ": rng.choice([1.0, 2.0, 3.0], n),
+    })
+    groupings = [("model",), (), ("judge",)]  # per judge the units differ: counted on their own
+    together = agreement_tables(ratings, scores=["SC", "PQ"], groupings=groupings, levels=LEVELS, n_boot=100, seed=4)
+    for by, table in zip(groupings, together):
+        alone = agreement_table(ratings, scores=["SC", "PQ"], by=by, levels=LEVELS, n_boot=100, seed=4)
+        pd.testing.assert_frame_equal(table, alone)

@@ -101,3 +101,23 @@ def test_ceiling_rows_come_group_by_group_then_dimension():
                             "SC": range(12), "PQ": range(12)})
     table = human_ceiling(ratings, scores=["SC", "PQ"])
     assert list(zip(table["model"], table["dimension"])) == [("m1", "SC"), ("m1", "PQ"), ("m2", "SC"), ("m2", "PQ")]
+
+
+def test_ceilings_for_several_groupings_equal_one_call_per_grouping():
+    from analysis.ceiling import human_ceilings
+
+    rng = np.random.default_rng(2)
+    for unique_items in (True, False):
+        n = 600
+        model = rng.choice(["m1", "m2", "m3"], n)
+        item = rng.integers(0, 40, n)
+        ratings = pd.DataFrame({
+            "rater": rng.choice([f"r{i}" for i in range(7)], n),
+            # unique: an item id belongs to one model (the report's Item ids); else ids repeat across models
+            "item": [f"{m}-{i}" for m, i in zip(model, item)] if unique_items else item,
+            "model": model, "SC": rng.choice([0.0, 0.5, 1.0], n), "PQ": rng.normal(0, 1, n),
+        })
+        together = human_ceilings(ratings, scores=["SC", "PQ"], groupings=[("model",), ()])
+        for by, table in zip([("model",), ()], together):
+            alone = human_ceiling(ratings, scores=["SC", "PQ"], by=by)
+            pd.testing.assert_frame_equal(table, alone)
