@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.zmos import model_mos
+from analysis.zmos import model_mos_of_subsets
 
 NORMAL_KURTOSIS = (2.0, 4.0)
 OUTLIER_SHARE = 0.05
@@ -143,11 +143,10 @@ def mos_with_and_without_screening(
     """
     if screening is None:
         screening = screen_observers(ratings, score=score, rater=rater, item=item)
-    kept = ratings[~ratings[rater].astype(str).isin(screening.rejected)]
-    everyone = model_mos(ratings, score=score, rater=rater, item=item, ci="none").table
-    screened = model_mos(kept, score=score, rater=rater, item=item, ci="none").table
-    table = everyone[["model", "mos"]].merge(
-        screened[["model", "mos"]], on="model", how="left", suffixes=("_all", "_screened")
-    )
+    kept = ~ratings[rater].astype(str).isin(screening.rejected).to_numpy()
+    everyone, screened = model_mos_of_subsets(ratings, [np.ones(len(ratings), bool), kept], score=score,
+                                              rater=rater, item=item)
+    table = pd.DataFrame({"model": everyone.index, "mos_all": everyone.to_numpy(),
+                          "mos_screened": screened.reindex(everyone.index).to_numpy()})
     table["shift"] = table["mos_screened"] - table["mos_all"]
     return table

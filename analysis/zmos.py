@@ -82,6 +82,49 @@ def zscore_by_rater(
     return out, excluded
 
 
+def model_mos_of_subsets(
+    ratings: pd.DataFrame, subsets: list[np.ndarray], *, score: str = "score", rater: str = "rater",
+    item: str = "item",
+) -> list[pd.Series]:
+    """Model-level z-MOS (the ``mos`` of :func:`model_mos`) of several row subsets of the same
+    ratings (boolean masks, e.g. everyone and the raters kept by screening), coding raters, items
+    and models once. Each subset z-scores its own raters afresh. Returns one Series per subset,
+    indexed by model (sorted; models without a z-scored rating left out)."""
+    if "model" not in ratings.columns:
+        raise ValueError("model_mos needs a 'model' column")
+    values = ratings[score].to_numpy(float)
+    rater_code, rater_names = pd.factorize(ratings[rater])
+    model_code, model_names = pd.factorize(ratings["model"], sort=True)
+    item_code = model_code.astype(np.int64)
+    if item != "model":
+        codes, names = pd.factorize(ratings[item])
+        item_code = np.where((model_code < 0) | (codes < 0), -1, item_code * max(len(names), 1) + codes)
+    item_code = np.where(item_code < 0, -1, pd.factorize(item_code)[0])
+    n_items = int(item_code.max(initial=-1)) + 1
+    model_of_item = np.full(n_items, -1)
+    model_of_item[item_code[item_code >= 0]] = model_code[item_code >= 0]
+    out = []
+    for subset in subsets:
+        rows = np.asarray(subset, bool) & np.isfinite(values) & (rater_code >= 0) & (item_code >= 0)
+        r, v, i = rater_code[rows], values[rows], item_code[rows]
+        count = np.bincount(r, minlength=len(rater_names))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu = np.bincount(r, weights=v, minlength=len(rater_names)) / count
+            deviation = v - mu[r]
+            sigma = np.sqrt(np.bincount(r, weights=deviation**2, minlength=len(rater_names)) / (count - 1))
+        usable = ((count >= 2) & (sigma > SIGMA_FLOOR))[r]
+        z_scaled = 100.0 * (deviation[usable] / sigma[r[usable]] + 3.0) / 6.0
+        per_item = np.bincount(i[usable], minlength=n_items)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            item_mean = np.bincount(i[usable], weights=z_scaled, minlength=n_items) / per_item
+        rated = per_item > 0
+        models = np.bincount(model_of_item[rated], minlength=len(model_names))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mos = np.bincount(model_of_item[rated], weights=item_mean[rated], minlength=len(model_names)) / models
+        out.append(pd.Series(mos[models > 0], index=model_names[models > 0], name="mos"))
+    return out
+
+
 def _t_interval(mean: pd.Series, std: pd.Series, n: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     n_arr = n.to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -103,3 +103,16 @@ def test_z_scores_and_item_mos_equal_the_plain_pandas_formulas_on_random_panels(
         assert np.allclose(table["mos"], plain["mean"], atol=1e-12)
         assert np.allclose(table["std"], plain["std"], atol=1e-12, equal_nan=True)
         assert (table["n"].to_numpy() == plain["size"].to_numpy()).all()
+
+
+def test_model_mos_of_subsets_equals_model_mos_of_each_subset():
+    from analysis.zmos import model_mos_of_subsets
+
+    ratings = make_ratings(n_raters=6, n_items=40, seed=3, models=("m1", "m2", "m3"))
+    ratings.loc[ratings["rater"] == "rater5", "score"] = 2.0  # sigma 0: excluded in both
+    without_rater0 = (ratings["rater"] != "rater0").to_numpy()
+    everyone, subset = model_mos_of_subsets(ratings, [np.ones(len(ratings), bool), without_rater0])
+    for got, frame in ((everyone, ratings), (subset, ratings[without_rater0])):
+        expected = model_mos(frame, ci="none").table.set_index("model")["mos"]
+        assert list(got.index) == list(expected.index)
+        assert np.allclose(got.to_numpy(), expected.to_numpy(), atol=1e-12)
