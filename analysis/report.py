@@ -31,7 +31,7 @@ from analysis.importers import HUMAN_REFERENCE
 from analysis.pairwise import pairwise_summary
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
-from analysis.zmos import mos_from_item_scores, zscore_by_rater
+from analysis.zmos import group_means, mos_from_item_scores, zscore_by_rater
 from tasks import protocols
 from tasks.models import Study
 
@@ -234,7 +234,7 @@ def _zmos_items(ratings: pd.DataFrame, dims: list[str], reasons: Reasons | None 
             for rater, why in dropped.items():
                 reasons.add(f"study_level.zmos.{dim}.rater {rater}", f"excluded from z-MOS: {why}")
         zscored[dim] = frame
-        per_dim_items.append(frame.groupby(["model", "item"], sort=True)["z_scaled"].mean().rename(dim))
+        per_dim_items.append(group_means(frame, ["model", "item"], "z_scaled").rename(dim))
     return pd.concat(per_dim_items, axis=1).reset_index(), zscored
 
 
@@ -290,7 +290,7 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         }
     for dim in dims:
         table = mos_from_item_scores(items.dropna(subset=[dim]), score=dim).set_index("model")
-        rater_means = zscored[dim].groupby(["model", "rater"])["z_scaled"].mean()
+        rater_means = group_means(zscored[dim], ["model", "rater"], "z_scaled")
         spread = rater_means.groupby(level="model").std(ddof=0)
         for model, entry in report["models"].items():
             where = f"models.{model}.dimensions.{dim}"

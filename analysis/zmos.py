@@ -201,6 +201,12 @@ def _summarise(frame: pd.DataFrame, keys: list[str], column: str, ci: str, n_boo
     return table
 
 
+def group_means(frame: pd.DataFrame, keys: list[str], column: str) -> pd.Series:
+    """``frame.groupby(keys, sort=True)[column].mean()`` computed on integer codes (fast on 1.6M
+    rows with string keys); indexed by the keys (a MultiIndex for several)."""
+    return _summarise(frame, list(keys), column, "none", 0, 0).set_index(list(keys))["mos"].rename(column)
+
+
 def _item_keys(ratings: pd.DataFrame, item: str) -> list[str]:
     return [c for c in ("model", item) if c in ratings.columns and c != item] + [item]
 

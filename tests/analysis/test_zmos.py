@@ -116,3 +116,14 @@ def test_model_mos_of_subsets_equals_model_mos_of_each_subset():
         expected = model_mos(frame, ci="none").table.set_index("model")["mos"]
         assert list(got.index) == list(expected.index)
         assert np.allclose(got.to_numpy(), expected.to_numpy(), atol=1e-12)
+
+
+def test_group_means_equal_pandas_groupby_means():
+    from analysis.zmos import group_means
+
+    ratings = make_ratings(n_raters=4, n_items=20, seed=5).sample(frac=1, random_state=1)
+    ratings.loc[ratings.index[:7], "score"] = np.nan
+    ours = group_means(ratings, ["model", "item"], "score")
+    plain = ratings.groupby(["model", "item"], sort=True)["score"].mean()
+    assert list(ours.index) == list(plain.index) and ours.index.names == plain.index.names
+    assert np.allclose(ours.to_numpy(), plain.to_numpy(), atol=1e-12, equal_nan=True)
