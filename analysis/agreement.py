@@ -93,6 +93,22 @@ def _unit_counts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return counts, values
 
 
+def _patterns(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(counts, axis=0, return_counts=True)``: the distinct count rows in lexicographic
+    order and how many units have each. Rows of small counts are read as digits of one integer
+    (same order) so one integer sort replaces the slower row-wise unique."""
+    n_units, n_values = counts.shape
+    base = int(counts.max(initial=0)) + 1
+    if n_units == 0 or n_values == 0 or n_values * np.log2(base) >= 62:
+        return np.unique(counts, axis=0, return_counts=True)
+    digits = counts.astype(np.int64)
+    key = np.zeros(n_units, np.int64)
+    for column in range(n_values):
+        key = key * base + digits[:, column]
+    keys, first, frequency = np.unique(key, return_index=True, return_counts=True)
+    return counts[first], frequency
+
+
 def _undefined_reason(counts: np.ndarray, values: np.ndarray) -> str | None:
     pairable = counts.sum(axis=1) >= 2
     if not pairable.any():
@@ -322,7 +338,7 @@ def _estimates_from_counts(
     reason = _undefined_reason(counts, values)
     if reason:
         return {name: Estimate(None, None, reason, n_pairable) for name in names}
-    patterns, frequency = np.unique(counts, axis=0, return_counts=True)
+    patterns, frequency = _patterns(counts)
     sums = _weighted_sums(patterns, [frequency[None, :].astype(float)])
     point = {f"alpha_{level}": float(_alpha_from_sums(sums, values, level)[0]) for level in levels}
     if kappa:

@@ -195,3 +195,14 @@ def test_agreement_for_several_groupings_equals_one_call_per_grouping():
     for by, table in zip(groupings, together):
         alone = agreement_table(ratings, scores=["SC", "PQ"], by=by, levels=LEVELS, n_boot=100, seed=4)
         pd.testing.assert_frame_equal(table, alone)
+
+
+def test_count_patterns_equal_numpy_row_unique():
+    from analysis.agreement import _patterns
+
+    rng = np.random.default_rng(3)
+    for n_values in (1, 3, 7):
+        counts = rng.integers(0, 4, size=(500, n_values)).astype(float)
+        patterns, frequency = _patterns(counts)
+        expected, expected_frequency = np.unique(counts, axis=0, return_counts=True)
+        assert np.array_equal(patterns, expected) and np.array_equal(frequency, expected_frequency)
