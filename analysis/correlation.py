@@ -309,6 +309,8 @@ def _grouped_inversions(g_sorted: np.ndarray, ranks: np.ndarray, n_groups: int) 
     inversions = np.zeros(n_groups)
     if size == 0 or int(ranks.max()) == 0:
         return inversions
+    if int(ranks.max()) < _FEW_RANKS:
+        return _few_rank_inversions(g_sorted, ranks, n_groups)
     bits = int(ranks.max()).bit_length()
     r = ranks.astype(np.int64)
     position = np.arange(size)
@@ -328,6 +330,23 @@ def _grouped_inversions(g_sorted: np.ndarray, ranks: np.ndarray, n_groups: int) 
         moved[target] = r
         r = moved
     return inversions
+
+
+_FEW_RANKS = 8
+
+
+def _few_rank_inversions(g_sorted: np.ndarray, ranks: np.ndarray, n_groups: int) -> np.ndarray:
+    """:func:`_grouped_inversions` when ranks take a handful of values (a Likert rating): for each
+    value c, every element equal to c counts the elements before it in its group that are above c
+    (one running count per value; fewer passes than the bit levels)."""
+    group_first = _first_of_run(_run_starts(g_sorted))
+    counted = np.zeros(len(ranks))
+    for value in range(int(ranks.max())):
+        above = np.cumsum(ranks > value)
+        before = above - (ranks > value)  # elements above `value` strictly before this one ...
+        before -= before[group_first]  # ... in its own group
+        counted += np.where(ranks == value, before, 0)
+    return np.bincount(g_sorted, weights=counted, minlength=n_groups)
 
 
 def fisher_z_mean(values: Iterable[float | None]) -> float | None:
