@@ -127,3 +127,11 @@ def test_group_means_equal_pandas_groupby_means():
     plain = ratings.groupby(["model", "item"], sort=True)["score"].mean()
     assert list(ours.index) == list(plain.index) and ours.index.names == plain.index.names
     assert np.allclose(ours.to_numpy(), plain.to_numpy(), atol=1e-12, equal_nan=True)
+
+
+def test_z_scoring_leaves_the_callers_frame_untouched():
+    ratings = make_ratings()
+    before = ratings.copy()
+    scored, _ = zscore_by_rater(ratings)
+    scored.loc[scored.index[0], "score"] = -99.0
+    pd.testing.assert_frame_equal(ratings, before)
