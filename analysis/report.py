@@ -341,7 +341,8 @@ def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: b
 def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons) -> None:
     screening: dict[str, Any] = {}
     for dim in dims:
-        frame = ratings[ratings[dim].notna()]
+        present = ratings[dim].notna()
+        frame = ratings if present.all() else ratings[present]
         if frame.empty:
             continue
         result = screen_observers(frame, score=dim)
