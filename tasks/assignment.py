@@ -5,12 +5,13 @@ instance from different models (EvalMi), or one comparison (pairwise). Its assig
 ``position`` in the rater's queue; ``slot`` orders them on the screen.
 
 Claims use a conditional UPDATE on the unit's ``claims`` counter (``claims < raters_per_item``)
-so the quota holds with any number of web workers, on PostgreSQL and on SQLite alike. Each claim
-commits on its own (a savepoint inside a caller's transaction): holding one transaction across a
-whole batch would let two raters lock rows in different random orders and deadlock. Every claim
-on its own is a valid state, so a batch cut short by an error leaves nothing half-way.
+so the quota holds with any number of web workers, on PostgreSQL and on SQLite alike. A session's
+units are claimed in one transaction (``_claim_units``) that locks them in ascending pk order, so
+two raters claiming at once never deadlock (random orders would); each claim and its assignment
+commit together, so a batch cut short by an error leaves nothing half-way.
 
-Leases: live assignments of a rater are extended whenever a screen is shown; when a rater stays
+Leases: live assignments of a rater are extended when a screen is shown (at most every
+``TOUCH_EVERY``); when a rater stays
 away longer than ``ASSIGNMENT_LEASE_SECONDS`` their leased (unrated) assignments expire and the
 units return to the pool. Expiry is swept when someone claims new work (the only moment a free
 unit matters), not on every request: until then a late rater simply keeps their screens. A
