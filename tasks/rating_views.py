@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,7 +15,7 @@ from django.utils.http import http_date
 from django.views.decorators.http import require_http_methods, require_POST
 
 from raters.gold import completion_allowed, qualification_status
-from raters.models import Rater
+from raters.models import QualificationAttempt, Rater
 from tasks import crowd, protocols
 from tasks.assignment import (
     AssignmentUnavailable,
@@ -28,8 +28,8 @@ from tasks.assignment import (
     screen_place,
     screen_shown,
 )
-from tasks.derivatives import UnknownSize, derivative_ensure
-from tasks.models import Assignment, Participation, Rating, StoredImage, Study
+from tasks.derivatives import SIZES, derivative_ensure
+from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study
 from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from
 from tasks.services import RatingRejected, screen_submit
 
@@ -288,26 +288,54 @@ def more(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("rating:next", study.slug)
 
 
-def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
-    """A stored image, resized (160/384/768 px WebP, rendered once) or full size.
+def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
+    """The stored image if this browser may see it, in one query; None otherwise.
 
-    Content-addressed URLs never change meaning, so browsers may cache them for a year.
+    Staff see every image. Others see an image used (as an output or a condition image) in a
+    study they own, or in a study where one of their raters (the crowd raters of this browser's
+    session, or the logged-in user's rater) has an assignment or a qualification attempt.
+    """
+    images = StoredImage.objects.filter(sha256=sha256)
+    user = request.user
+    if user.is_authenticated and user.is_staff:
+        return images.first()
+    raters = Q(rater_id__in=[int(pk) for pk in request.session.get(SESSION_KEY, {}).values()])
+    if user.is_authenticated:
+        raters |= Q(rater__user_id=user.pk)
+    study = OuterRef("pk")
+    allowed = Exists(Assignment.objects.filter(raters, study=study)) | Exists(
+        QualificationAttempt.objects.filter(raters, study=study)
+    )
+    if user.is_authenticated:
+        allowed |= Exists(Study.owners.through.objects.filter(study_id=study, user_id=user.pk))
+    studies = Study.objects.filter(allowed).values("pk")
+    image = OuterRef("pk")
+    used = Exists(Item.objects.filter(image_id=image, study_id__in=studies)) | Exists(
+        ConditionImage.objects.filter(image_id=image, instance__study_id__in=studies)
+    )
+    return images.filter(used).first()
+
+
+def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
+    """A stored image, resized (160/384/768 px WebP, rendered once) or full size, for those who may
+    see it (see ``_image_for_request``); 404 for everyone else, as for an unknown hash.
+
+    Content-addressed URLs never change meaning, so the browser may cache them for a year; only
+    the browser (``private``): a shared cache must not hand them to people without access.
     """
     etag = f'"{sha256[:16]}-{size}"'
-    if request.headers.get("If-None-Match") == etag:
+    if request.headers.get("If-None-Match") == etag:  # the browser already has it: nothing to reveal
         return HttpResponse(status=304, headers={"ETag": etag})
-    stored = StoredImage.objects.filter(sha256=sha256).first()
+    if size != "full" and (not size.isdigit() or int(size) not in SIZES):
+        raise Http404("No such size")
+    stored = _image_for_request(request, sha256)
     if stored is None:
         raise Http404("No such image")
     if size == "full":
         response = FileResponse(stored.file.open("rb"), content_type=f"image/{stored.format.lower()}")
     else:
-        try:
-            path = derivative_ensure(stored, int(size))
-        except (UnknownSize, ValueError):
-            raise Http404("No such size") from None
-        response = FileResponse(open(path, "rb"), content_type="image/webp")
-    response["Cache-Control"] = f"public, max-age={YEAR}, immutable"
+        response = FileResponse(open(derivative_ensure(stored, int(size)), "rb"), content_type="image/webp")
+    response["Cache-Control"] = f"private, max-age={YEAR}, immutable"
     response["ETag"] = etag
     response["Expires"] = http_date(timezone.now().timestamp() + YEAR)
     return response

@@ -169,6 +169,16 @@
   });
 
   document.addEventListener("DOMContentLoaded", start);
+  // A new screen: keys typed for the old one are dropped, and the first open question takes the
+  // keys as soon as the screen is in the page (not only after htmx settles, ~20 ms later).
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (e.target && e.target.id !== "rubric-content") cancelTyped();
+  });
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.target && e.target.id === "rubric-content") return;
+    active = 0;
+    start();
+  });
   document.addEventListener("htmx:afterSettle", function (e) {
     if (e.target && e.target.id === "rubric-content") return;
     start();

@@ -79,6 +79,7 @@ def test_a_rater_takes_the_qualification_test_on_the_rating_screen_with_the_keyb
     page.keyboard.press("3")
     page.keyboard.press("Enter")
     page.wait_for_selector("[data-testid=banner]:has-text('question 2 of 2')")  # htmx swap, same screen
+    page.wait_for_selector("#unit [data-question].active")
     page.keyboard.press("1")
     page.keyboard.press("1")
     page.keyboard.press("Enter")

@@ -35,6 +35,7 @@ def _enter(page, study, pid="PID123"):
 
 def _wait_screen(page, number, total):
     page.wait_for_selector(f".progress-text:text-is('{number} of {total}')")
+    page.wait_for_selector("#unit [data-question].active")  # rating.js has taken the new screen
 
 
 def test_a_rater_completes_a_short_imagenhub_study_with_the_keyboard_only(browser_page, screenshot):

@@ -222,17 +222,59 @@ def test_a_blocked_rater_is_told_so(client):
 
 
 def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_headers(client):
-    item = make_item()
+    study = _study(n_items=1)
+    _ready(client, study)  # a rater with an assignment in the study
+    item = study.items.get()
     url = reverse("rating:image", args=[item.image.sha256, 160])
     first = client.get(url)
     assert first.status_code == 200 and first["Content-Type"] == "image/webp"
-    assert "immutable" in first["Cache-Control"]
+    assert "immutable" in first["Cache-Control"] and "private" in first["Cache-Control"]
     with mock.patch("tasks.derivatives.Image.open", side_effect=AssertionError("Pillow was called")):
         second = client.get(url)
     assert second.status_code == 200 and b"".join(second.streaming_content)[:4] == b"RIFF"
     assert client.get(url, headers={"If-None-Match": first["ETag"]}).status_code == 304
     assert client.get(reverse("rating:image", args=[item.image.sha256, 999])).status_code == 404
     assert client.get(reverse("rating:image", args=[item.image.sha256, "full"]))["Content-Type"] == "image/png"
+
+
+def test_an_image_is_checked_with_one_query_whatever_the_number_of_studies(client, django_assert_num_queries):
+    study = _study(n_items=1)
+    _ready(client, study)
+    for _ in range(3):  # more studies, raters and images do not add queries
+        make_item(_study(n_items=1))
+    url = reverse("rating:image", args=[study.items.get().image.sha256, 160])
+    client.get(url)  # renders the derivative
+    with django_assert_num_queries(2):  # the session, then the authorisation query that also fetches the image
+        assert client.get(url).status_code == 200
+
+
+def test_images_are_served_only_to_those_who_may_see_them(client):
+    """A rater with work in the study, its owners and staff see its output and condition images;
+    an outsider, a rater of another study and a researcher of another study get 404."""
+    study = make_study(task_type="control_guided_generation", units_per_session=1)
+    instance = make_instance(study)
+    control = store_image(png_bytes(color=(1, 2, 3)))
+    ConditionImage.objects.create(instance=instance, role="control", image=control)
+    item = make_item(study, instance=instance)
+    urls = [reverse("rating:image", args=[sha, size]) for sha in (item.image.sha256, control.sha256)
+            for size in ("full", 768)]
+    other = _study(n_items=1)
+    owner, stranger, admin = make_user(), make_user(), make_user(is_staff=True)
+    study.owners.add(owner)
+    other.owners.add(stranger)
+
+    def statuses(c):
+        return {c.get(url).status_code for url in urls}
+
+    assert statuses(client) == {404}  # anonymous outsider who learnt the hashes
+    _ready(client, other, pid="OTHER1")  # a rater, but of another study
+    assert statuses(client) == {404}
+    _ready(client, study, pid="OTHER1")  # the same browser joins this study and gets work in it
+    assert statuses(client) == {200}
+    for user, expected in ((stranger, {404}), (owner, {200}), (admin, {200})):
+        client.logout()
+        client.force_login(user)
+        assert statuses(client) == expected, user
 
 
 def test_a_pairwise_screen_keeps_its_recorded_sides_on_reload_and_stores_them(client):
