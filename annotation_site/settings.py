@@ -69,7 +69,8 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "annotation_site.wsgi.application"
 
-DATABASES = {"default": database_config(envstr("DATABASE_URL"), default_sqlite_path=str(BASE_DIR / "db.sqlite3"))}
+DATABASES = {"default": database_config(envstr("DATABASE_URL"), default_sqlite_path=str(BASE_DIR / "db.sqlite3"),
+                                         prepare_threshold=envstr("DATABASE_PREPARE_THRESHOLD"))}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Concurrent raters on the embedded default: wait for the write lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

@@ -30,6 +30,7 @@ from raters.models import (
     QualificationAttempt,
     QualityPolicy,
     Rater,
+    RaterStanding,
 )
 from tasks import protocols
 from tasks.models import Assignment, GoldAnswer, Item, Rating, Study
@@ -405,13 +406,15 @@ def completion_allowed(*, rater: Rater, study: Study) -> tuple[bool, str]:
     return True, ""
 
 
-def may_work(*, rater: Rater, study: Study) -> tuple[bool, str]:
-    """Gate before handing out work: active, not paused/rejected/blocked here, qualified if required."""
+def may_work(*, rater: Rater, study: Study, standing: RaterStanding | None = None) -> tuple[bool, str]:
+    """Gate before handing out work: active, not paused/rejected/blocked here, qualified if required.
+
+    ``standing``: the rater's standing in the study when the caller has just read it."""
     from raters.services import standing_of
 
     if not rater.can_rate:
         return False, "Your rater account is not active for rating."
-    standing = standing_of(rater=rater, study=study)
+    standing = standing or standing_of(rater=rater, study=study)
     if not standing.may_continue:
         if standing.state == standing.State.PAUSED:
             return False, "Your work on this study is paused while a researcher reviews it. Thank you for your patience."

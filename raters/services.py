@@ -196,7 +196,7 @@ def study_rules_apply(*, study) -> dict[int, list[str]]:
 # Called inside the rating's own transaction: no savepoint of its own (two fewer statements per
 # rating); an error here fails the whole submit, which is what should happen anyway.
 @transaction.atomic(savepoint=False)
-def rating_recorded(*, rating, created: bool | None = None) -> list[str]:
+def rating_recorded(*, rating, created: bool | None = None, schedule: bool = True) -> list[str]:
     """Call after a rating is stored (UI or API, not imports): scores an attention check on its
     first answer, then runs the per-rater rules. Returns the reasons of actions taken.
 
@@ -205,7 +205,8 @@ def rating_recorded(*, rating, created: bool | None = None) -> list[str]:
     runs every rule for everyone (e.g. after gold was confirmed for items already rated).
     ``created``: whether this call's rating is new (saves a query); None when unknown. The item's
     ``gold`` and ``attention_check`` are read from the item when it was loaded with them
-    (``select_related``), else one query each.
+    (``select_related``), else one query each. ``schedule=False``: the caller counts the rating
+    toward the study's automatic rule runs itself (``study_rules_schedule``, once per screen).
     """
     if rating.source == "import" or rating.item_id is None:
         return []
@@ -226,7 +227,8 @@ def rating_recorded(*, rating, created: bool | None = None) -> list[str]:
         )
     is_gold = hasattr(item, "gold")
     taken = rater_rules_apply(rater=rating.rater, study=rating.study) if check is not None or is_gold else []
-    _schedule_study_rules(rating, created=created)
+    if schedule:
+        _schedule_study_rules(rating, created=created)
     return taken
 
 
@@ -245,6 +247,20 @@ def _schedule_study_rules(rating, created: bool | None = None) -> None:
     )
     transaction.on_commit(partial(
         quality_rules_tick, study_id=study.pk, session_finished=session_finished, every=policy.rules_every_ratings,
+    ))
+
+
+def study_rules_schedule(*, study, session_finished: bool) -> None:
+    """Count a screen's ratings toward the study's automatic rule runs, after they commit.
+
+    ``session_finished``: the rater has no screen left leased and this screen was a first answer
+    (the caller knows it from the query that finds the next screen)."""
+    policy = QualityPolicy.for_study(study)
+    if not (policy.rules_after_session or policy.rules_every_ratings):
+        return
+    transaction.on_commit(partial(
+        quality_rules_tick, study_id=study.pk, session_finished=bool(policy.rules_after_session and session_finished),
+        every=policy.rules_every_ratings,
     ))
 
 

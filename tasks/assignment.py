@@ -38,7 +38,7 @@ from django.utils import timezone
 from raters.gold import may_work, quality_slots_insert
 from raters.models import Rater
 from tasks import protocols
-from tasks.models import Assignment, Comparison, Item, Participation, Study
+from tasks.models import Assignment, Comparison, Item, Participation, Rating, Study
 
 LIVE = (Assignment.State.LEASED, Assignment.State.DONE)
 
@@ -59,6 +59,7 @@ class Screen:
     back: int | None = None  # the live positions just before and after this one (None at the ends)
     following: int | None = None
     following_assignments: list[Assignment] | None = None  # the next screen's, for preloading its images
+    next_leased: int | None = None  # after a submit: the rater's earliest screen still leased (None: session over)
 
     @property
     def is_done(self) -> bool:
@@ -188,12 +189,19 @@ def _least_claimed_first(rows: list[tuple], rng: random.Random) -> list[tuple]:
     return sorted(rows, key=lambda row: row[1])  # stable: ties keep the random order
 
 
+def _seen_items(rater: Rater):
+    """Items the rater has (had) an assignment for or already rated (e.g. through the API): a
+    leased unit then never has a rating yet, which the submit relies on."""
+    return Q(pk__in=Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")) | Q(
+        pk__in=Rating.objects.filter(rater=rater, item__isnull=False).values("item_id"))
+
+
 def _claim_items(*, rater, study, rng, position, lease_until) -> int:
     quota = study.raters_per_item
-    seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
+    seen = _seen_items(rater)
     pool = list(
         Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota)
-        .exclude(pk__in=seen)
+        .exclude(seen)
         .values_list("pk", "claims", "instance_id", "gen_model_id")
     )
 
@@ -221,8 +229,8 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
     """EvalMi: each screen shows up to ``images_per_trial`` items of one instance, models drawn at random."""
     per_trial = study.protocol_settings["images_per_trial"]
     quota = study.raters_per_item
-    seen = Assignment.objects.filter(rater=rater, item__isnull=False).values("item_id")
-    pool = Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota).exclude(pk__in=seen)
+    seen = _seen_items(rater)
+    pool = Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota).exclude(seen)
     by_instance: dict[int, list[tuple]] = defaultdict(list)
     for row in pool.values_list("pk", "claims", "instance_id"):
         by_instance[row[2]].append(row)
@@ -245,9 +253,11 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
 
 def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
     seen = Assignment.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
+    rated = Rating.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
     pool = list(
         Comparison.objects.filter(study=study, claims__lt=study.raters_per_item)
         .exclude(pk__in=seen)
+        .exclude(pk__in=rated)
         .values_list("pk", "claims")
     )
 

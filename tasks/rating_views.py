@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,14 +15,13 @@ from django.utils.http import http_date
 from django.views.decorators.http import require_http_methods, require_POST
 
 from raters.gold import completion_allowed, qualification_status
-from raters.models import QualificationAttempt, Rater
+from raters.models import QualificationAttempt, Rater, RaterStanding
 from tasks import crowd, protocols
 from tasks.assignment import (
     AssignmentUnavailable,
     Screen,
     assignment_batch_claim,
     assignment_next,
-    next_position,
     participation_get_or_create,
     screen_at,
     screen_place,
@@ -41,28 +40,37 @@ def _message(request: HttpRequest, study: Study | None, title: str, text: str, s
     return render(request, "rating/message.html", {"study": study, "title": title, "text": text}, status=status)
 
 
-def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Study, Participation | None]:
+def _get_participation_for_request(request: HttpRequest, slug: str, *, standing: bool = False
+                                   ) -> tuple[Study, Participation | None]:
     """The study and this browser's participation in it (crowd session or logged-in rater).
 
     One query when the participation exists: it comes with its rater, its study and the study's
-    quality policy, which every screen reads.
+    quality policy, which every screen reads; with ``standing``, also the rater's standing in the
+    study (``participation.standing``, which a submit checks).
     """
     rater_id = request.session.get(SESSION_KEY, {}).get(slug)
     participations = Participation.objects.select_related("rater", "study", "study__quality_policy").filter(
         study__slug=slug
     )
+    if standing:
+        participations = participations.annotate(standing_state=Subquery(
+            RaterStanding.objects.filter(study_id=OuterRef("study_id"), rater_id=OuterRef("rater_id")).values("state")[:1]
+        ))
     participation = None
     if rater_id is not None:
         participation = participations.filter(rater_id=rater_id).first()
     elif request.user.is_authenticated:
         participation = participations.filter(rater__user=request.user).order_by("rater_id").first()
     if participation is not None:
+        if standing:  # no row: nobody decided yet (pending)
+            participation.standing = RaterStanding(study=participation.study, rater=participation.rater,
+                                                   state=participation.standing_state or RaterStanding.State.PENDING)
         return participation.study, participation
     return get_object_or_404(Study, slug=slug), None
 
 
-def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
-    study, participation = _get_participation_for_request(request, slug)
+def _require(request: HttpRequest, slug: str, *, standing: bool = False) -> tuple[Study, Participation]:
+    study, participation = _get_participation_for_request(request, slug, standing=standing)
     if participation is None:
         raise PermissionDenied("Open the study from its start link first.")
     return study, participation
@@ -211,7 +219,7 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
 @require_http_methods(["GET", "POST"])
 def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     """One screen: GET shows it (pre-filled when revisited), POST stores its ratings and moves on."""
-    study, participation = _require(request, slug)
+    study, participation = _require(request, slug, standing=request.method == "POST")
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
     rater = participation.rater
@@ -224,14 +232,15 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     if request.method == "GET":
         return _render_screen(request, participation, screen)
     try:
-        screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST))
+        screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST),
+                      standing=participation.standing)
     except RatingRejected as exc:
         # htmx swaps only 2xx responses: the refused screen comes back as 200 with the message.
         return _render_screen(request, participation, screen, error=str(exc), post=request.POST,
                               status=200 if request.htmx else 422)
-    # Usually the next screen is already leased: one query. Only at the end of a session does the
-    # engine look further (the rater's own expired units, the first claim).
-    upcoming_position = next_position(rater=rater, study=study)
+    # Usually the next screen is already leased (the submit found it). Only at the end of a session
+    # does the engine look further (the rater's own expired units, the first claim).
+    upcoming_position = screen.next_leased
     if upcoming_position is not None:
         upcoming = screen_at(rater=rater, study=study, position=upcoming_position) if request.htmx else None
     else:

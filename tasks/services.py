@@ -7,8 +7,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from raters.gold import may_work
-from raters.models import Rater
-from raters.services import rating_recorded
+from raters.models import Rater, RaterStanding
+from raters.services import rating_recorded, study_rules_schedule
 from tasks import protocols
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, Study
 
@@ -62,6 +62,7 @@ def _rating_store(
     source_detail: str = "",
     require_assignment: bool = True,
     assignment: Assignment | None = None,
+    schedule: bool = True,
 ) -> Rating:
     """The body of ``rating_submit``, inside the caller's transaction (``screen_submit`` stores a
     whole screen in one, without a savepoint per rating). ``assignment``: the rater's assignment
@@ -107,10 +108,11 @@ def _rating_store(
     if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
         raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
 
-    if assignment is not None:
-        _assignment_finish(assignment)
+    # A unit leased until now has no rating of this rater yet (claims skip units the rater rated;
+    # the rating's unique constraint backs that up): only an edit of a done unit looks one up.
+    first_answer = _assignment_finish(assignment) if assignment is not None else False
     lookup = {"rater": rater, "item": item} if item else {"rater": rater, "comparison": comparison}
-    rating = Rating.objects.select_for_update().filter(**lookup).first()
+    rating = None if first_answer else Rating.objects.select_for_update().filter(**lookup).first()
     created = rating is None
     if created:
         rating = Rating(
@@ -147,36 +149,47 @@ def _rating_store(
         rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
 
     if source != Rating.Source.IMPORT:
-        rating_recorded(rating=rating, created=created)  # attention-check scoring and the per-rater gold/attention rules
+        # attention-check scoring and the per-rater gold/attention rules (a screen schedules the
+        # study-wide rules once for all its ratings: ``schedule=False``)
+        rating_recorded(rating=rating, created=created, schedule=schedule)
+    rating.created_now = created
     return rating
 
 
-def _assignment_finish(assignment: Assignment) -> None:
+def _assignment_finish(assignment: Assignment) -> bool:
     """Mark the assignment done with one conditional UPDATE (which also locks it until commit, so
     two submits of the same unit take turns). Refused when its lease expired and the unit went
-    back to the pool; a second submit of a done unit is an edit."""
+    back to the pool; a second submit of a done unit is an edit. True when this call finished it
+    (the unit's first answer), False for an edit."""
     now = timezone.now()
     mine = Assignment.objects.filter(pk=assignment.pk)
     if mine.filter(state=Assignment.State.LEASED).update(state=Assignment.State.DONE, completed_at=now):
         assignment.state, assignment.completed_at = Assignment.State.DONE, now
-        return
+        return True
     state = mine.values_list("state", flat=True).first()
     if state != Assignment.State.DONE:
         raise RatingRejected("Your time on this item ran out and it went back to the pool")
     assignment.state = state
+    return False
 
 
 @transaction.atomic
-def screen_submit(*, rater: Rater, screen, entries: list[dict]) -> list[Rating]:
+def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterStanding | None = None) -> list[Rating]:
     """Store the ratings of one screen (an item, an EvalMi trial, a comparison) all or nothing.
 
     ``entries``: one dict per assignment of ``screen`` in slot order, with ``values``, ``answers``,
     ``checklist`` (or None) and ``presentation``. A problem with any image of a trial rejects the
-    whole screen; the message names the image ("Image 2: …").
+    whole screen; the message names the image ("Image 2: …"). ``standing``: the rater's standing
+    in the study when the caller read it with the participation (saves a query).
+
+    Afterwards ``screen.next_leased`` is the position of the rater's earliest screen still
+    leased (None when the session is finished), read once in the same transaction: it tells the
+    study's automatic rules whether a session just ended, and the caller where to go next.
     """
     if len(entries) != len(screen.assignments):
         raise RatingRejected("The page was out of date; please rate the images shown now")
-    allowed, why = may_work(rater=rater, study=screen.study)  # paused, rejected or unqualified: no more ratings
+    # paused, rejected or unqualified: no more ratings
+    allowed, why = may_work(rater=rater, study=screen.study, standing=standing)
     if not allowed:
         raise RatingRejected(why)
     ratings = []
@@ -192,10 +205,17 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict]) -> list[Rating]:
                     answers=entry.get("answers") or {},
                     checklist=entry.get("checklist"),
                     presentation=entry.get("presentation") or {},
+                    schedule=False,
                 )
             )
         except RatingRejected as exc:
             if len(screen.assignments) > 1:
                 raise RatingRejected(f"Image {number}: {exc}") from None
             raise
+    from tasks.assignment import next_position  # tasks.assignment imports this module's neighbours
+
+    screen.next_leased = next_position(rater=rater, study=screen.study)
+    # An edit of a finished session is not a second finish.
+    study_rules_schedule(study=screen.study, session_finished=screen.next_leased is None and any(
+        rating.created_now for rating in ratings))
     return ratings

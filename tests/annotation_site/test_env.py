@@ -79,3 +79,15 @@ def test_settings_refuse_a_malformed_debug_value():
     )
     assert result.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_postgres_binds_on_the_server_and_prepares_repeated_statements():
+    config = database_config("postgres://postgres@127.0.0.1:5432/annotation", default_sqlite_path="unused")
+    assert config["OPTIONS"] == {"server_side_binding": True, "prepare_threshold": 5}
+    assert database_config("postgres://h/db", default_sqlite_path="unused", prepare_threshold="0")["OPTIONS"][
+        "prepare_threshold"] == 0
+    off = database_config("postgres://h/db", default_sqlite_path="unused", prepare_threshold="off")
+    assert "server_side_binding" not in off.get("OPTIONS", {})  # e.g. behind a transaction-mode PgBouncer
+    assert "OPTIONS" not in database_config(None, default_sqlite_path="/tmp/x.sqlite3")
+    with pytest.raises(EnvError, match="DATABASE_PREPARE_THRESHOLD"):
+        database_config("postgres://h/db", default_sqlite_path="unused", prepare_threshold="soon")

@@ -263,3 +263,15 @@ def test_many_raters_claiming_at_once_never_over_assign_an_item():
         assert item.claims == per_item[item.pk]
     pairs = list(Assignment.objects.values_list("rater_id", "item_id"))
     assert len(pairs) == len(set(pairs))
+
+
+def test_claims_skip_items_the_rater_already_rated_without_an_assignment():
+    """A rating given through the API (no assignment) keeps the unit out of the rater's sessions:
+    a leased unit never has a rating yet, which the submit relies on to skip a lookup."""
+    study = make_study(raters_per_item=3, units_per_session=10)
+    items = _grid(study, instances=1, models=("M1", "M2", "M3"))
+    rater = make_rater()
+    rating_submit(rater=rater, item=items[0], values={"SC": 1, "PQ": 0.5}, source="api", require_assignment=False)
+    assignment_batch_claim(rater=rater, study=study)
+    claimed = set(Assignment.objects.filter(rater=rater).values_list("item_id", flat=True))
+    assert claimed == {items[1].pk, items[2].pk}
