@@ -1,8 +1,8 @@
 """Authorisation matrix generated from the URL configuration.
 
 Every URL pattern of the site (admin excepted: Django's own, checked once) is requested as each
-persona — anonymous, a rater, another rater, a researcher of another study, the study's owner and
-an admin — with path parameters filled from one fixture study. A new view whose route matches no
+persona — anonymous, a rater, another rater, a rater without work, a rater with work only in another
+study, a researcher of another study, the study's owner and an admin — with path parameters filled from one fixture study. A new view whose route matches no
 rule in ACCESS fails ``test_every_url_pattern_has_an_access_rule``, so it cannot slip in
 unclassified. Raters must never see the gold note or another rater's identity on any page.
 """
@@ -29,7 +29,10 @@ GOLD_NOTE = "gold-note-7f3a-never-shown"
 OTHER_RATER = "other-rater-93kd"
 
 # Route (as written in the URLconf, prefixes joined) → who may use it. First match wins.
-#   public      anyone (login page, content-addressed images)
+#   public      anyone (login page, the rubric, the API description)
+#   image       an image of the study: raters with work in it, its owners, admins; 403/404 for everyone
+#               else (anonymous, a rater without work, a rater with work only in another study, a
+#               researcher of another study); those allowed get the image (200)
 #   any_user    any logged-in user (home)
 #   rater_flow  the rating flow: any logged-in user may join an open study as a rater (start creates
 #               their own participation); a request only ever reaches the requester's own queue
@@ -38,7 +41,7 @@ OTHER_RATER = "other-rater-93kd"
 ACCESS: list[tuple[str, str]] = [
     (r"^$", "any_user"),
     (r"^accounts/(login|logout)/$", "public"),
-    (r"^img/", "public"),
+    (r"^img/", "image"),
     (r"^s/<slug:slug>/rubric$", "public"),
     (r"^s/<slug:slug>/", "rater_flow"),
     (r"^studies/<slug:slug>/qualification/$", "rater_flow"),
@@ -104,6 +107,10 @@ def world(db):
 
     rater_user, rater = enrolled("rater-one")
     other_user, other_rater = enrolled(OTHER_RATER)
+    idle_user, _ = enrolled("rater-idle")  # consented, but no assignment yet
+    elsewhere_user = make_user("rater-elsewhere")
+    make_item(other_study)
+    assignment_next(rater=make_rater(user=elsewhere_user), study=other_study)
     screen = assignment_next(rater=other_rater, study=study)
     rating_submit(rater=other_rater, item=screen.items[0], values={"SC": 0.5, "PQ": 1.0})
     assignment_next(rater=rater, study=study)
@@ -113,8 +120,8 @@ def world(db):
         "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
     }
-    personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "other_researcher": outsider,
-                "owner": owner, "admin": admin}
+    personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,
+                "rater_elsewhere": elsewhere_user, "other_researcher": outsider, "owner": owner, "admin": admin}
     return {"study": study, "params": params, "personas": personas, "other_rater": other_rater}
 
 
@@ -149,13 +156,15 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
     state_before = (Study.objects.get(pk=study.pk).state, Rating.objects.count(), Study.objects.count(),
                     JudgeRun.objects.get().state, GoldAnswer.objects.count(), Item.objects.count())
     problems = []
-    for route, name in url_patterns():
+    # Image routes first: the rating flow below hands the idle persona work, which would let it see images.
+    for route, name in sorted(url_patterns(), key=lambda pair: access_of(pair[0]) != "image"):
         rule = access_of(route)
         url = fill(route, world["params"]) + QUERY.get(name, "")
         for persona, user in world["personas"].items():
             browser = client_for(Client, user)
             allowed_people = {
                 "public": set(world["personas"]),
+                "image": {"rater", "another_rater", "owner", "admin"},
                 "any_user": set(world["personas"]) - {"anonymous"},
                 "rater_flow": set(world["personas"]) - {"anonymous"},
                 "researcher": {"other_researcher", "owner", "admin"},
@@ -168,16 +177,20 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
                 where = f"{persona} {method.upper()} {url} ({name}, {rule}) → {response.status_code}"
                 if response.status_code >= 500:
                     problems.append(f"{where}: server error")
-                if persona in ("rater", "another_rater", "anonymous"):
+                if persona in ("rater", "another_rater", "idle_rater", "rater_elsewhere", "anonymous"):
                     if GOLD_NOTE in text:
                         problems.append(f"{where}: gold note leaked")
                     if persona != "another_rater" and OTHER_RATER in text:
                         problems.append(f"{where}: another rater's identity leaked")
                 if persona not in allowed_people:
-                    if response.status_code not in REFUSED:
+                    if rule == "image" and response.status_code not in (403, 404):
+                        problems.append(f"{where}: expected 403/404 for an image of a study without access")
+                    elif response.status_code not in REFUSED:
                         problems.append(f"{where}: expected a refusal")
                     elif response.status_code == 302 and not re.search(r"login|/start$", response.get("Location", "")):
                         problems.append(f"{where}: redirected to {response['Location']}, not to the login page")
+                elif rule == "image" and method == "get" and response.status_code != 200:
+                    problems.append(f"{where}: expected the image")
                 elif rule == "owner" and response.status_code in (403, 404):
                     problems.append(f"{where}: the owner/admin was refused")
     assert not problems, "\n".join(problems)
