@@ -78,7 +78,7 @@ def _disagreements(study: Study, judge: str, dimension: str, human_dimension: st
     judge_rank = paired["value"].rank(pct=True, ascending=not lower)
     paired = paired.assign(gap=(judge_rank - paired["human"].rank(pct=True)).abs())
     top = paired.sort_values("gap", ascending=False).head(DISAGREEMENTS_SHOWN)
-    items = Item.objects.in_bulk(top["item"].tolist())
+    items = Item.objects.select_related("image", "gen_model", "instance").in_bulk(top["item"].tolist())
     scores, related = {}, {}
     for s in JudgeScore.objects.filter(run__study=study, run__judge__name=judge, item_id__in=items).order_by("run__created_at", "id"):
         if s.dimension == dimension:

@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils.html import format_html
 
 from tasks.models import (
@@ -20,7 +21,9 @@ from tasks.study_services import StudyActionRefused, study_clone, study_close, s
 def _thumb(image, size: int = 96):
     if image is None or not image.file:
         return "—"
-    return format_html('<img src="{}" style="max-width:{}px;max-height:{}px" alt="">', image.file.url, size, size)
+    # the access-checked route (staff see every image), not the media URL that only DEBUG serves
+    url = reverse("rating:image", args=[image.sha256, 160])
+    return format_html('<img src="{}" style="max-width:{}px;max-height:{}px" alt="">', url, size, size)
 
 
 def _judge_action(judge_id: int, judge_name: str):

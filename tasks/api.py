@@ -11,6 +11,7 @@ import json
 
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -153,7 +154,8 @@ class ItemOutput(serializers.ModelSerializer):
         fields = ["id", "instance", "model", "prompt", "image_url", "ratings"]
 
     def get_image_url(self, item) -> str | None:
-        return item.image.file.url if item.image_id else None
+        """The full-size image through the access-checked ``/img/`` route (never the media URL)."""
+        return reverse("rating:image", args=[item.image.sha256, "full"]) if item.image_id else None
 
 
 class StudyItems(generics.ListAPIView):

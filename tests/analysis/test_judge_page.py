@@ -63,6 +63,10 @@ def test_a_researcher_sees_human_numbers_and_judge_correlations_side_by_side(cli
     assert response.context["disagreements"], "the disagreement browser lists items"
     first = response.context["disagreements"][0]
     assert len(first["votes"]) == 3 and first["score"].rationale
+    # images through the access-checked route, never the media URL (served in DEBUG only, unchecked)
+    image_url = reverse("rating:image", args=[first["item"].image.sha256, 384])
+    assert f'src="{image_url}"' in html and "/media/" not in html
+    assert client.get(image_url).status_code == 200
 
 
 def test_the_scatter_is_an_svg_with_one_panel_per_model(client, server, researcher, django_capture_on_commit_callbacks):

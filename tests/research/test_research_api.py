@@ -156,3 +156,13 @@ def test_results_are_the_study_report_json(world):
     body = _client(world["researcher"]).get("/api/studies/mine/results/").json()
     assert body["study"] == "mine" and body["protocol"] == "imagenhub"
     assert body["models"]["ModelA"]["dimensions"]["SC"]["mean"] == 1.0
+
+
+def test_item_image_urls_go_through_the_access_checked_image_route(world, client):
+    item = world["mine"].items.get()
+    body = _client(world["researcher"], token=True).get("/api/studies/mine/items/").json()
+    assert body["results"][0]["image_url"] == f"/img/{item.image.sha256}/full"
+    client.force_login(world["researcher"])
+    assert client.get(body["results"][0]["image_url"]).status_code == 200
+    client.force_login(world["other"])
+    assert client.get(body["results"][0]["image_url"]).status_code == 404
