@@ -187,8 +187,10 @@ def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
 
 def current_rater(request: HttpRequest, slug: str) -> Rater | None:
     """The rater behind the request, as the rating flow finds them: the crowd rater this browser
-    entered the study as (session ``crowd_raters``), else the logged-in user's rater."""
-    rater_id = request.session.get("crowd_raters", {}).get(slug)
+    entered the study as (its signed ``crowd_raters`` cookie), else the logged-in user's rater."""
+    from tasks.crowd import crowd_raters
+
+    rater_id = crowd_raters(request).get(slug)
     if rater_id is not None:
         return Rater.objects.filter(pk=rater_id).first()
     if request.user.is_authenticated:

@@ -73,3 +73,52 @@ def prolific_return_url(completion_url: str, code: str) -> str:
 
 def mturk_submit_url(crowd: dict) -> str:
     return f"{crowd['turkSubmitTo']}/mturk/externalSubmit"
+
+
+# ------------------------------------------------------------------ which crowd rater this browser is
+
+COOKIE = "crowd_raters"
+_SALT = "tasks.crowd.raters"
+SESSION_KEY = "crowd_raters"  # where earlier versions kept the same map, in the server-side session
+
+
+def crowd_raters(request) -> dict[str, int]:
+    """Study slug → crowd Rater id for this browser, from its signed cookie.
+
+    A cookie signed with the site's secret, not a server-side session: the rating pages run on
+    every screen and this way they need no session row (one statement fewer per request). It can
+    no more be forged than a session id can be guessed, and it expires like the session cookie.
+    A browser that entered under an earlier version has the map in its session instead.
+    """
+    from django.conf import settings
+    from django.core import signing
+
+    value = request.COOKIES.get(COOKIE)
+    if value:
+        try:
+            raters = signing.loads(value, salt=_SALT, max_age=settings.SESSION_COOKIE_AGE)
+        except signing.BadSignature:  # tampered or expired: as if there were none
+            raters = None
+        if isinstance(raters, dict):
+            return {str(slug): int(pk) for slug, pk in raters.items() if isinstance(pk, int)}
+    if request.COOKIES.get(_session_cookie_name()):
+        return dict(request.session.get(SESSION_KEY, {}))
+    return {}
+
+
+def crowd_rater_remember(request, response, *, slug: str, rater_id: int) -> None:
+    """Remember on ``response`` that this browser rates ``slug`` as ``rater_id`` (other studies kept)."""
+    from django.conf import settings
+    from django.core import signing
+
+    raters = {**crowd_raters(request), slug: rater_id}
+    response.set_cookie(
+        COOKIE, signing.dumps(raters, salt=_SALT, compress=True), max_age=settings.SESSION_COOKIE_AGE,
+        secure=settings.SESSION_COOKIE_SECURE, httponly=True, samesite=settings.SESSION_COOKIE_SAMESITE or "Lax",
+    )
+
+
+def _session_cookie_name() -> str:
+    from django.conf import settings
+
+    return settings.SESSION_COOKIE_NAME

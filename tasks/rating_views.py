@@ -32,7 +32,6 @@ from tasks.models import Assignment, ConditionImage, Item, Participation, Rating
 from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from
 from tasks.services import RatingRejected, screen_submit
 
-SESSION_KEY = "crowd_raters"  # study slug → crowd Rater id, for raters without a login
 YEAR = 365 * 24 * 3600
 
 
@@ -42,13 +41,13 @@ def _message(request: HttpRequest, study: Study | None, title: str, text: str, s
 
 def _get_participation_for_request(request: HttpRequest, slug: str, *, standing: bool = False
                                    ) -> tuple[Study, Participation | None]:
-    """The study and this browser's participation in it (crowd session or logged-in rater).
+    """The study and this browser's participation in it (crowd cookie or logged-in rater).
 
     One query when the participation exists: it comes with its rater, its study and the study's
     quality policy, which every screen reads; with ``standing``, also the rater's standing in the
     study (``participation.standing``, which a submit checks).
     """
-    rater_id = request.session.get(SESSION_KEY, {}).get(slug)
+    rater_id = crowd.crowd_raters(request).get(slug)
     participations = Participation.objects.select_related("rater", "study", "study__quality_policy").filter(
         study__slug=slug
     )
@@ -99,9 +98,6 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
                         f"“{study.title}” is {study.get_state_display().lower()} and takes no ratings now.")
     if entry is not None:
         rater, _ = Rater.objects.get_or_create(platform=entry.platform, external_id=entry.external_id)
-        raters = dict(request.session.get(SESSION_KEY, {}))
-        raters[slug] = rater.pk
-        request.session[SESSION_KEY] = raters
         params = {**entry.params, "platform": entry.platform}
     elif request.user.is_authenticated:
         rater, _ = Rater.objects.get_or_create(user=request.user, defaults={"platform": Rater.Platform.LOCAL})
@@ -112,7 +108,10 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
         return _message(request, study, "You cannot rate in this study", "Your rater account is not active for rating.",
                         status=403)
     participation = participation_get_or_create(rater=rater, study=study, crowd=params)
-    return redirect(_step_url(study, participation))
+    response = redirect(_step_url(study, participation))
+    if entry is not None:
+        crowd.crowd_rater_remember(request, response, slug=slug, rater_id=rater.pk)
+    return response
 
 
 @require_http_methods(["GET", "POST"])
@@ -308,7 +307,7 @@ def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
     user = request.user
     if user.is_authenticated and user.is_staff:
         return images.first()
-    raters = Q(rater_id__in=[int(pk) for pk in request.session.get(SESSION_KEY, {}).values()])
+    raters = Q(rater_id__in=list(crowd.crowd_raters(request).values()))
     if user.is_authenticated:
         raters |= Q(rater__user_id=user.pk)
     study = OuterRef("pk")

@@ -95,3 +95,29 @@ def test_the_crowd_parser_needs_a_prolific_id_and_ignores_links_without_platform
         crowd_entry_from({"PROLIFIC_PID": ""})
     entry = crowd_entry_from({"PROLIFIC_PID": "abc", "STUDY_ID": "s"})
     assert (entry.platform, entry.external_id, entry.params) == ("prolific", "abc", {"STUDY_ID": "s"})
+
+
+def test_a_crowd_browser_is_known_by_a_signed_cookie_that_cannot_be_edited(client):
+    """The study → rater map lives in a signed cookie (no session row per screen); a changed
+    cookie is ignored, so nobody can rate as somebody else by editing it."""
+    from django.contrib.sessions.models import Session
+    from django.core import signing
+
+    study, other = _study(), _study()
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID=first")
+    client.get(f"/s/{other.slug}/start?PROLIFIC_PID=first")
+    assert client.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 302
+    assert Session.objects.count() == 0  # crowd raters need no server-side session
+    first = Rater.objects.get(external_id="first")
+    assert signing.loads(client.cookies["crowd_raters"].value, salt="tasks.crowd.raters") == {
+        study.slug: first.pk, other.slug: first.pk}  # both studies remembered
+
+    victim = Rater.objects.create(platform="prolific", external_id="victim")
+    Participation.objects.create(rater=victim, study=study, seed=1)
+    value = client.cookies["crowd_raters"].value
+    payload, _, signature = value.rpartition(":")
+    client.cookies["crowd_raters"] = value.replace(str(first.pk), str(victim.pk)) if str(first.pk) in value else (
+        f"{payload}x:{signature}")
+    assert client.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 403
+    client.cookies["crowd_raters"] = signing.dumps({study.slug: victim.pk}, salt="another-salt")
+    assert client.get(f"/s/{study.slug}/rate").status_code == 403

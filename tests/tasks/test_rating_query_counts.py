@@ -17,8 +17,8 @@ from tests.factories import make_instance, make_item, make_rater, make_study
 
 pytestmark = pytest.mark.django_db
 
-SCREEN_MAX = 5  # session, participation+study+policy, place, units (+ next screen), one UPDATE; +1 for condition images
-SUBMIT_MAX = 6  # session, participation+standing, units, assignment UPDATE, rating INSERT, next leased
+SCREEN_MAX = 4  # participation+study+policy, place, units (+ next screen), one UPDATE; +1 for condition images
+SUBMIT_MAX = 5  # participation+standing, units, assignment UPDATE, rating INSERT, next leased
 FIRST_CLAIM_MAX = 26  # a whole session of 10 screens claimed: one conditional UPDATE per unit, one INSERT
 
 
