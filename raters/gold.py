@@ -8,7 +8,10 @@ expected answer is only compared on the server.
   Answers are kept in ``QualificationAnswer`` (not ``Rating``), so they never enter analysis.
 * Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's screens are gold: a
   gold item on one-item screens (:func:`gold_slot_item`), a whole gold trial on EvalMi trials
-  (:func:`gold_slot_trial`, an instance whose items all have gold answers).
+  (:func:`gold_slot_trial`, an instance whose items all have gold answers), a gold comparison in
+  pairwise studies (:func:`gold_slot_comparison`, a ``tasks.ComparisonGold``; its sides are
+  randomised like any comparison's, and the answer is scored in A/B terms, after the screen's
+  left/right was mapped back through the assignment's presentation).
 * Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer.
 * Gold from consensus: after a pilot, items on which every (non-excluded) rater gave the same
   answer are offered as candidates; a researcher confirms each one.
@@ -20,7 +23,7 @@ import random
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from raters.models import (
@@ -33,7 +36,7 @@ from raters.models import (
     RaterStanding,
 )
 from tasks import protocols
-from tasks.models import Assignment, GoldAnswer, Item, Rating, Study
+from tasks.models import Assignment, Comparison, ComparisonGold, GoldAnswer, Item, Rating, Study
 
 
 class QualificationRefused(ValueError):
@@ -43,27 +46,59 @@ class QualificationRefused(ValueError):
 # ------------------------------------------------------------------ running gold accuracy
 
 
+def _gold_rated(study: Study, **filters):
+    """The study's ratings of gold units (gold items, or gold comparisons in pairwise studies),
+    each with its gold answer: one query."""
+    if study.protocol == protocols.PAIRWISE:
+        return Rating.objects.filter(study=study, comparison__gold__isnull=False, **filters).select_related(
+            "comparison__gold")
+    return Rating.objects.filter(study=study, item__gold__isnull=False, **filters).select_related("item__gold")
+
+
+def gold_matches(rating: Rating) -> bool:
+    """Whether a rating of a gold unit gives the gold answer (pairwise: the preference in A/B terms)."""
+    if rating.comparison_id:
+        return rating.comparison.gold.matches(rating.values)
+    return rating.item.gold.matches(rating.values, rating.answers)
+
+
 def gold_accuracy(*, rater: Rater, study: Study) -> tuple[int, int]:
-    """(correct, total) over the rater's ratings of gold items in the study (hidden gold)."""
-    ratings = Rating.objects.filter(rater=rater, study=study, item__gold__isnull=False).select_related("item__gold")
-    results = [r.item.gold.matches(r.values, r.answers) for r in ratings]
+    """(correct, total) over the rater's ratings of gold units in the study (hidden gold)."""
+    results = [gold_matches(r) for r in _gold_rated(study, rater=rater)]
     return sum(results), len(results)
 
 
 def gold_accuracy_by_rater(study: Study) -> dict[int, tuple[int, int]]:
-    """rater id -> (correct, total) for every rater who rated a gold item of the study."""
+    """rater id -> (correct, total) for every rater who rated a gold unit of the study."""
     out: dict[int, list[int]] = {}
-    ratings = Rating.objects.filter(study=study, item__gold__isnull=False).select_related("item__gold")
-    for rating in ratings:
+    for rating in _gold_rated(study):
         tally = out.setdefault(rating.rater_id, [0, 0])
-        tally[0] += int(rating.item.gold.matches(rating.values, rating.answers))
+        tally[0] += int(gold_matches(rating))
         tally[1] += 1
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def gold_ratings(*, rater: Rater, study: Study) -> list[dict]:
-    """The rater's answers on gold items next to the expected ones, for researchers only."""
+    """The rater's answers on gold units next to the expected ones, for researchers only.
+
+    Pairwise rows also say which side the rater saw each answer on (``as seen``: left / right)."""
     rows = []
+    if study.protocol == protocols.PAIRWISE:
+        comparisons = _gold_rated(study, rater=rater).select_related(
+            "comparison__item_a__gen_model", "comparison__item_a__instance", "comparison__item_b__gen_model"
+        ).order_by("created_at")
+        for rating in comparisons:
+            gold, given = rating.comparison.gold, rating.values.get("preference")
+            rows.append({
+                "item": rating.comparison,
+                "given": {"preference": given, "as seen": protocols.pairwise_side(
+                    given, rating.presentation.get("left", "A"))},
+                "expected": {"preference": gold.preference, "as seen": gold.expected_side(rating.presentation)},
+                "tolerance": 0.0,
+                "correct": gold.matches(rating.values),
+                "kind": "hidden gold",
+            })
+        return rows
     ratings = (
         Rating.objects.filter(rater=rater, study=study, item__gold__isnull=False)
         .select_related("item__gold", "item__instance", "item__gen_model")
@@ -279,11 +314,17 @@ def gold_slot_due(*, rater: Rater, study: Study) -> bool:
     share = float(study.protocol_settings.get("gold_share", 0.0))
     if share <= 0:
         return False
-    mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
-        state=Assignment.State.EXPIRED
-    ).exclude(item__attention_check__isnull=False)
+    if study.protocol == protocols.PAIRWISE:
+        mine = Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False).exclude(
+            state=Assignment.State.EXPIRED)
+        is_gold = Q(comparison__gold__isnull=False)
+    else:
+        mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
+            state=Assignment.State.EXPIRED
+        ).exclude(item__attention_check__isnull=False)
+        is_gold = Q(item__gold__isnull=False)
     screens = set(mine.values_list("position", flat=True))
-    gold = set(mine.filter(item__gold__isnull=False).values_list("position", flat=True))
+    gold = set(mine.filter(is_gold).values_list("position", flat=True))
     other = len(screens - gold)
     phase = random.Random(f"gold:{study.pk}:{rater.pk}").random()
     return len(gold) < int(other * share / (1 - share) + phase)
@@ -308,6 +349,24 @@ def gold_slot_item(*, rater: Rater, study: Study) -> Item | None:
         return None
     pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
     return Item.objects.get(pk=pick)
+
+
+def gold_slot_comparison(*, rater: Rater, study: Study) -> Comparison | None:
+    """The gold comparison to slot in next in a pairwise study, or None (not due, or the rater has
+    had every gold comparison). The engine shows it like any other comparison (same assignment,
+    sides drawn at random, same page)."""
+    if not gold_slot_due(rater=rater, study=study):
+        return None
+    seen = set(Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False)
+               .values_list("comparison_id", flat=True))
+    seen |= set(Rating.objects.filter(rater=rater, study=study, comparison__isnull=False)
+                .values_list("comparison_id", flat=True))
+    pool = [pk for pk in ComparisonGold.objects.filter(comparison__study=study).order_by("comparison_id")
+            .values_list("comparison_id", flat=True) if pk not in seen]
+    if not pool:
+        return None
+    pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
+    return Comparison.objects.get(pk=pick)
 
 
 def gold_trial_pool(study: Study) -> dict[int, list[int]]:
@@ -487,27 +546,32 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     take a whole gold trial (a gold instance), since a lone gold image among normal ones would
     stand out by its different prompt. Returns how many screens were inserted.
     """
-    from tasks.assignment import AssignmentUnavailable, screen_insert
+    from tasks.assignment import AssignmentUnavailable, comparison_insert, screen_insert
 
-    if study.protocol == protocols.PAIRWISE:
-        slot_items = lambda: []  # noqa: E731  (pairwise gold is a different unit; not slotted here)
-    elif trial_size(study) == 1:
-        slot_items = lambda: [item] if (item := gold_slot_item(rater=rater, study=study)) else []  # noqa: E731
-    else:
-        slot_items = lambda: gold_slot_trial(rater=rater, study=study)  # noqa: E731
-    inserted = 0
     rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
+    pairwise = study.protocol == protocols.PAIRWISE
+    if pairwise:
+        slot_units = lambda: [c] if (c := gold_slot_comparison(rater=rater, study=study)) else []  # noqa: E731
+    elif trial_size(study) == 1:
+        slot_units = lambda: [item] if (item := gold_slot_item(rater=rater, study=study)) else []  # noqa: E731
+    else:
+        slot_units = lambda: gold_slot_trial(rater=rater, study=study)  # noqa: E731
+    inserted = 0
     while screens > 0:
-        items = slot_items()
-        if not items:
+        units = slot_units()
+        if not units:
             break
         position = first_position + rng.randrange(screens + inserted + 1)
         try:
-            screen_insert(rater=rater, study=study, items=items, position=position)
+            if pairwise:  # sides drawn at random, as for every claimed comparison
+                comparison_insert(rater=rater, study=study, comparison=units[0], left=rng.choice("AB"),
+                                  position=position)
+            else:
+                screen_insert(rater=rater, study=study, items=units, position=position)
         except AssignmentUnavailable:
             break
         inserted += 1
-    while screens > 0:
+    while screens > 0 and not pairwise:  # attention checks are items: not for pairwise queues
         item = _attention_due_in_batch(rater, study)
         if item is None:
             break

@@ -208,8 +208,11 @@ def rating_recorded(*, rating, created: bool | None = None, schedule: bool = Tru
     (``select_related``), else one query each. ``schedule=False``: the caller counts the rating
     toward the study's automatic rule runs itself (``study_rules_schedule``, once per screen).
     """
-    if rating.source == "import" or rating.item_id is None:
+    if rating.source == "import":
         return []
+    if rating.item_id is None:  # pairwise: gold comparisons count toward gold accuracy; no attention checks
+        # ``comparison.gold`` comes with the screen's comparison (select_related), else one query
+        return rater_rules_apply(rater=rating.rater, study=rating.study) if hasattr(rating.comparison, "gold") else []
     item = rating.item
     try:
         check = item.attention_check

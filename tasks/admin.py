@@ -5,6 +5,7 @@ from django.utils.html import format_html
 from tasks.models import (
     Assignment,
     Comparison,
+    ComparisonGold,
     ConditionImage,
     GenModel,
     GoldAnswer,
@@ -138,11 +139,20 @@ class StoredImageAdmin(admin.ModelAdmin):
         return _thumb(obj)
 
 
+class ComparisonGoldInline(admin.StackedInline):
+    """Make a comparison hidden gold from its own page (pairwise studies)."""
+
+    model = ComparisonGold
+    extra = 0
+    max_num = 1
+
+
 @admin.register(Comparison)
 class ComparisonAdmin(admin.ModelAdmin):
     list_display = ["id", "study", "item_a", "item_b"]
     list_filter = ["study"]
     raw_id_fields = ["item_a", "item_b"]
+    inlines = [ComparisonGoldInline]
 
 
 @admin.register(Assignment)
@@ -173,3 +183,12 @@ class GoldAnswerAdmin(admin.ModelAdmin):
     list_display = ["item", "values", "answers", "tolerance"]
     list_filter = ["item__study"]
     raw_id_fields = ["item"]
+
+
+@admin.register(ComparisonGold)
+class ComparisonGoldAdmin(admin.ModelAdmin):
+    """Hidden gold of pairwise studies: the expected preference (A = the comparison's item A)."""
+
+    list_display = ["comparison", "preference", "note"]
+    list_filter = ["comparison__study"]
+    raw_id_fields = ["comparison"]

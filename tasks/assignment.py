@@ -17,9 +17,10 @@ units return to the pool. Expiry is swept when someone claims new work (the only
 unit matters), not on every request: until then a late rater simply keeps their screens. A
 returning rater gets back the expired units that still have room.
 
-Gold items (``item.gold`` exists) and attention-check items never enter the normal pool: after
-each batch ``raters.gold.quality_slots_insert`` places them into the rater's queue with
-``screen_insert``, outside the quota (a gold EvalMi trial is one screen of several gold items).
+Gold items (``item.gold`` exists), gold comparisons and attention-check items never enter the
+normal pool: after each batch ``raters.gold.quality_slots_insert`` places them into the rater's
+queue with ``screen_insert`` (``comparison_insert``), outside the quota (a gold EvalMi trial is
+one screen of several gold items).
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
     seen = Assignment.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
     rated = Rating.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
     pool = list(
-        Comparison.objects.filter(study=study, claims__lt=study.raters_per_item)
+        Comparison.objects.filter(study=study, gold__isnull=True, claims__lt=study.raters_per_item)
         .exclude(pk__in=seen)
         .exclude(pk__in=rated)
         .values_list("pk", "claims")
@@ -346,6 +347,22 @@ def screen_insert(*, rater: Rater, study: Study, items: list[Item], position: in
         ]
 
 
+def comparison_insert(*, rater: Rater, study: Study, comparison: Comparison, left: str, position: int,
+                      now: datetime | None = None) -> Assignment:
+    """Place ``comparison`` (a gold comparison) into the rater's queue at ``position``, outside the
+    quota, shown with ``left`` ("A" or "B") on the left, as a claimed comparison is. Later screens
+    move back by one. Raises AssignmentUnavailable when the rater already has it."""
+    now = now or timezone.now()
+    if comparison.study_id != study.pk:
+        raise AssignmentUnavailable("The comparison belongs to another study")
+    with transaction.atomic():
+        if Assignment.objects.filter(rater=rater, comparison=comparison).exists():
+            raise AssignmentUnavailable("The rater already has this comparison")
+        Assignment.objects.filter(rater=rater, study=study, position__gte=position).update(position=F("position") + 1)
+        return Assignment.objects.create(study=study, rater=rater, comparison=comparison, position=position, slot=0,
+                                         presentation={"left": left}, lease_expires_at=now + lease_length())
+
+
 def _check_can_rate(rater: Rater, study: Study) -> None:
     if not study.is_open:
         raise AssignmentUnavailable(f"This study is {study.get_state_display().lower()}; it takes no ratings now.")
@@ -372,7 +389,8 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     wanted = [position] + ([stats["following"]] if stats.get("following") is not None else [])
     # Only the joins this protocol's screens use: PostgreSQL plans every join (about 0.15 ms each).
     if study.protocol == protocols.PAIRWISE:
-        related = ("comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance")
+        related = ("comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance",
+                   "comparison__gold")
     else:
         related = ("item__instance", "item__gen_model", "item__image", "item__gold", "item__attention_check")
     assignments = list(

@@ -389,3 +389,40 @@ class GoldAnswer(models.Model):
             if (answers or {}).get(key) != expected:
                 return False
         return True
+
+
+class ComparisonGold(models.Model):
+    """The expected preference of a comparison used as hidden gold in a pairwise study.
+
+    ``preference`` is in the protocol's terms, independent of which side each output is shown on:
+    ``A`` (``comparison.item_a`` is better), ``B``, ``tie`` or ``both_bad`` (only where the study
+    allows it). Ratings store the preference in the same terms (the screen's left/right is mapped
+    back through ``Assignment.presentation``), so a rater who saw the outputs swapped is scored
+    on what they meant. Never rendered to raters.
+    """
+
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, related_name="gold")
+    preference = models.CharField(max_length=16, choices=[(c, c) for c in protocols.PAIRWISE_CHOICES])
+    note = models.TextField(blank=True, help_text="Why this is the right answer (for researchers)")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def clean(self) -> None:
+        if not self.comparison_id:  # reported as a missing field
+            return
+        study = self.comparison.study
+        if study.protocol != protocols.PAIRWISE:
+            raise ValidationError("Gold comparisons belong to pairwise studies")
+        allowed = study.protocol_def.choices(study.protocol_settings)
+        if self.preference not in allowed:
+            raise ValidationError({"preference": f"This study takes one of {', '.join(allowed)}, got {self.preference!r}"})
+
+    def matches(self, values: dict) -> bool:
+        """Whether a rating's values (``{"preference": ...}``, in A/B terms) give the expected preference."""
+        return values.get("preference") == self.preference
+
+    def expected_side(self, presentation: dict) -> str:
+        """The expected answer as the rater saw the screen: ``left``, ``right``, ``tie`` or ``both_bad``."""
+        return protocols.pairwise_side(self.preference, presentation.get("left", "A"))
+
+    def __str__(self) -> str:
+        return f"gold {self.preference} for {self.comparison}"

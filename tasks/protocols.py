@@ -227,6 +227,14 @@ class EvalMiProtocol(Protocol):
         return ["q1"] + [f"q{i}" for i in range(2, 2 + sub_question_count)]
 
 
+def pairwise_side(preference: str, left: str) -> str:
+    """A stored preference (A/B terms) as the rater saw it when ``left`` ("A" or "B") was on the
+    left: ``left`` or ``right``; ``tie`` and ``both_bad`` are the same on either side."""
+    if preference not in ("A", "B"):
+        return preference
+    return "left" if preference == left else "right"
+
+
 class PairwiseProtocol(Protocol):
     """Two outputs of one instance: A, B, tie, optionally 'both bad'."""
 

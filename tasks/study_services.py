@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from tasks import protocols
-from tasks.models import Comparison, ConditionImage, GenModel, GoldAnswer, Instance, Item, Study
+from tasks.models import Comparison, ComparisonGold, ConditionImage, GenModel, GoldAnswer, Instance, Item, Study
 
 
 class StudyActionRefused(ValueError):
@@ -143,7 +143,14 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
             GoldAnswer.objects.create(
                 item=new, values=gold.values, answers=gold.answers, tolerance=gold.tolerance, note=gold.note
             )
+    old_comparisons = list(study.comparisons.select_related("gold"))
     Comparison.objects.bulk_create(
-        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in study.comparisons.all()
+        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in old_comparisons
+    )
+    new_comparisons = {(c.item_a_id, c.item_b_id): c.pk for c in clone.comparisons.all()}
+    ComparisonGold.objects.bulk_create(
+        ComparisonGold(comparison_id=new_comparisons[items[c.item_a_id].pk, items[c.item_b_id].pk],
+                       preference=c.gold.preference, note=c.gold.note)
+        for c in old_comparisons if hasattr(c, "gold")
     )
     return clone

@@ -231,3 +231,35 @@ def test_an_instance_with_too_few_gold_items_for_a_trial_is_not_a_gold_trial():
     full_gold = [make_gold(make_item(study, instance=full, model=f"Model{m}")).item_id for m in "ABCD"]
     # half: 1 gold of 3 (a trial would mix gold with normal images); small: all of its 2 items are gold
     assert gold_trial_pool(study) == {small.pk: small_gold, full.pk: full_gold}
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+@pytest.mark.parametrize("left", ["A", "B"])
+def test_the_screen_of_a_gold_comparison_differs_from_a_normal_one_only_in_ids_and_image_hashes(client, htmx, left):
+    from tasks.models import Comparison, ComparisonGold
+
+    study = make_study(protocol="pairwise", settings={"gold_share": 0.5})
+    comparisons = []
+    for gold in (False, True):
+        instance = make_instance(study, prompt="a red cube on a blue sphere")
+        a = make_item(study, instance=instance, model="ModelA", ground_truth={"secret": SECRET})
+        b = make_item(study, instance=instance, model="ModelB", ground_truth={"secret": SECRET})
+        comparison = Comparison.objects.create(study=study, item_a=a, item_b=b)
+        if gold:
+            ComparisonGold.objects.create(comparison=comparison, preference="A", note=SECRET)
+        comparisons.append(comparison)
+    pages = []
+    for external_id, comparison in (("pair1111", comparisons[0]), ("pair2222", comparisons[1])):
+        client.cookies.clear()
+        rater = _enter(client, study, external_id=external_id)
+        Assignment.objects.filter(rater=rater).delete()
+        assignment = Assignment.objects.create(study=study, rater=rater, comparison=comparison, position=0,
+                                               presentation={"left": left})
+        headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+        response = client.get(reverse("rating:unit", args=[study.slug, 0]), **headers)
+        assert response.status_code == 200
+        html = _normalise(response.content.decode(), assignment, comparison.item_a)
+        pages.append(html.replace(comparison.item_b.image.sha256, "SHA-B"))
+    assert 'value="left"' in pages[0] and "SHA-B" in pages[0]
+    assert pages[0] == pages[1]
+    assert SECRET not in pages[1] and "gold" not in pages[1].lower()
