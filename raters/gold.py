@@ -497,8 +497,11 @@ class GoldCandidate:
 
 def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]:
     """Items without gold on which at least ``min_raters`` raters (excluded ones left out) all gave
-    the same values and answers: candidates for gold after a pilot."""
+    the same values and answers: candidates for gold after a pilot. Pairwise studies: comparisons
+    with one preference from all (``item`` is then the comparison; values ``{"preference": …}``)."""
     excluded = set(Rater.objects.excluded_from_analysis(study).values_list("pk", flat=True))
+    if study.protocol == protocols.PAIRWISE:
+        return _comparison_candidates(study, excluded, min_raters)
     reserved = reserved_item_ids(study)
     by_item: dict[int, list[Rating]] = {}
     ratings = Rating.objects.filter(study=study, item__isnull=False, item__gold__isnull=True).exclude(
@@ -514,6 +517,34 @@ def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]
         if all(r.values == first.values and r.answers == first.answers for r in group):
             candidates.append(GoldCandidate(items[pk], first.values, first.answers, len(group)))
     return candidates
+
+
+def _comparison_candidates(study: Study, excluded: set[int], min_raters: int) -> list[GoldCandidate]:
+    by_comparison: dict[int, list[str]] = {}
+    ratings = Rating.objects.filter(study=study, comparison__isnull=False, comparison__gold__isnull=True).exclude(
+        rater_id__in=excluded)
+    for comparison_id, values in ratings.values_list("comparison_id", "values"):
+        by_comparison.setdefault(comparison_id, []).append(values.get("preference"))
+    unanimous = {pk: prefs[0] for pk, prefs in by_comparison.items() if len(prefs) >= min_raters and len(set(prefs)) == 1}
+    comparisons = Comparison.objects.select_related("item_a__instance", "item_a__gen_model", "item_b__gen_model").in_bulk(
+        list(unanimous))
+    return [GoldCandidate(comparisons[pk], {"preference": unanimous[pk]}, {}, len(by_comparison[pk]))
+            for pk in sorted(comparisons)]
+
+
+@transaction.atomic
+def comparison_gold_confirm(*, study: Study, comparison: Comparison, actor, min_raters: int = 3) -> ComparisonGold:
+    """Turn a unanimous comparison of a pairwise pilot into gold, re-checking the consensus."""
+    if comparison.study_id != study.pk:
+        raise QualificationRefused("That comparison belongs to another study")
+    candidate = next((c for c in gold_candidates(study, min_raters=min_raters) if c.item.pk == comparison.pk), None)
+    if candidate is None:
+        raise QualificationRefused("The raters no longer agree unanimously on this comparison (or it is already gold)")
+    who = getattr(actor, "username", "a researcher")
+    return ComparisonGold.objects.create(
+        comparison=comparison, preference=candidate.values["preference"],
+        note=f"From the unanimous answers of {candidate.raters} raters; confirmed by {who}",
+    )
 
 
 @transaction.atomic

@@ -19,7 +19,8 @@ from raters.models import Decision, QualityPolicy, QualityRulesSchedule, Rater, 
 from raters.plots import score_distribution_svg
 from raters.quality import RaterRow, rater_rows, study_frame
 from raters.services import DecisionRefused, rater_decide, study_rules_apply
-from tasks.models import Item, Study
+from tasks import protocols
+from tasks.models import Comparison, Item, Study
 from tasks.rating_context import display_screen, parse_entries, screen_view, selections_from
 
 SORT_KEYS = {
@@ -165,6 +166,16 @@ def rules_apply(request: HttpRequest, slug: str) -> HttpResponse:
 def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
     """After a pilot: items all raters agreed on, to confirm as gold one by one."""
     study = _get_study_for_researcher(request, slug)
+    if request.method == "POST" and study.protocol == protocols.PAIRWISE:
+        pk = request.POST.get("comparison", "")
+        comparison = get_object_or_404(Comparison, pk=int(pk) if pk.isdigit() else None, study=study)
+        try:
+            gold_service.comparison_gold_confirm(study=study, comparison=comparison, actor=request.user)
+        except gold_service.QualificationRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{comparison} is now gold.")
+        return redirect("raters:gold_candidates", slug=study.slug)
     if request.method == "POST":
         item = get_object_or_404(Item, pk=request.POST.get("item"), study=study)
         try:

@@ -206,3 +206,30 @@ def test_staff_make_a_comparison_gold_in_the_admin_and_a_bad_preference_is_refus
     assert ComparisonGold.objects.get().preference == "B"
     page = client.get(reverse("admin:tasks_comparison_change", args=[comparison.pk])).content.decode()
     assert "B keeps the subject" in page  # the inline on the comparison's own page
+
+
+def test_comparisons_all_pilot_raters_agreed_on_become_gold_candidates_a_researcher_confirms(client):
+    study = _pairwise()
+    owner = make_user("pilot-owner")
+    study.owners.add(owner)
+    agreed, split = make_comparison(study), make_comparison(study)
+    raters = [make_rater() for _ in range(3)]
+    for number, rater in enumerate(raters):
+        rating_submit(rater=rater, comparison=agreed, values={"preference": "B"}, require_assignment=False)
+        rating_submit(rater=rater, comparison=split, values={"preference": "A" if number else "tie"},
+                      require_assignment=False)
+    client.force_login(owner)
+    url = reverse("raters:gold_candidates", args=[study.slug])
+    page = client.get(url)
+    assert [(c.item.pk, c.values, c.raters) for c in page.context["candidates"]] == [(agreed.pk, {"preference": "B"}, 3)]
+    assert f'name="comparison" value="{agreed.pk}"' in page.content.decode()
+    assert client.post(url, {"comparison": split.pk}).status_code == 302
+    assert client.post(url, {"comparison": "not-a-number"}).status_code == 404
+    assert not ComparisonGold.objects.exists()  # the split comparison was refused
+    client.post(url, {"comparison": agreed.pk})
+    gold = ComparisonGold.objects.get()
+    assert (gold.comparison_id, gold.preference) == (agreed.pk, "B") and "3 raters" in gold.note
+    assert client.get(url).context["candidates"] == []
+    # someone else's researcher cannot confirm anything
+    client.force_login(make_user("outsider-researcher"))
+    assert client.post(url, {"comparison": split.pk}).status_code == 404
