@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, F, Max, Min, Q, Value, When
 from django.utils import timezone
 
@@ -108,6 +108,27 @@ def _take(model, pk: int, quota: int) -> bool:
     return model.objects.filter(pk=pk, claims__lt=quota).update(claims=F("claims") + 1) == 1
 
 
+def _take_many(model, pks: list[int], quota: int) -> set[int]:
+    """``_take`` for several units at once; the pks that got their claim.
+
+    PostgreSQL: one statement that locks the candidate rows in ascending pk order (so concurrent
+    claimers never deadlock) and adds a claim to those still under ``quota`` (rechecked on the
+    locked row, so the quota holds). Elsewhere (SQLite, which serialises writers anyway): one
+    conditional UPDATE per unit, in the same order.
+    """
+    if connection.vendor != "postgresql":
+        return {pk for pk in sorted(pks) if _take(model, pk, quota)}
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET claims = claims + 1 WHERE id IN ("
+            f"SELECT id FROM {table} WHERE id = ANY(%s) AND claims < %s ORDER BY id FOR UPDATE"
+            f") AND claims < %s RETURNING id",
+            [sorted(pks), quota, quota],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 def _release(model, pk: int) -> None:
     model.objects.filter(pk=pk, claims__gt=0).update(claims=F("claims") - 1)
 
@@ -153,7 +174,7 @@ def _claim_units(*, model, candidates: list[int], need: int, quota: int, build) 
     chunks of what is still needed; a chunk is one transaction that takes its units in ascending
     pk order (conditional UPDATEs, so the quota holds) and inserts their assignments at once:
     every claimer locks rows in the same order, so concurrent claims never deadlock, and a claim
-    never exists without its assignment.
+    never exists without its assignment. On PostgreSQL a chunk's claims are one statement.
     """
     won: list[int] = []
     queue = list(candidates)
@@ -161,7 +182,7 @@ def _claim_units(*, model, candidates: list[int], need: int, quota: int, build) 
         chunk, queue = queue[: need - len(won)], queue[need - len(won):]
         try:
             with transaction.atomic():
-                taken = {pk for pk in sorted(chunk) if _take(model, pk, quota)}
+                taken = _take_many(model, chunk, quota)
                 ordered = [pk for pk in chunk if pk in taken]
                 Assignment.objects.bulk_create([build(pk, len(won) + n) for n, pk in enumerate(ordered)])
         except IntegrityError:  # another tab of this rater holds one of them: take them one by one

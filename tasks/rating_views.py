@@ -22,6 +22,7 @@ from tasks.assignment import (
     Screen,
     assignment_batch_claim,
     assignment_next,
+    next_position,
     participation_get_or_create,
     screen_at,
     screen_place,
@@ -293,7 +294,8 @@ def more(request: HttpRequest, slug: str) -> HttpResponse:
         return _message(request, study, "No rating right now", str(exc))
     if not claimed:
         return _message(request, study, "All done", "Every item has all the ratings it needs. Thank you!")
-    return redirect("rating:next", study.slug)
+    first = next_position(rater=participation.rater, study=study)  # straight to the new session's first screen
+    return redirect(_unit_url(study, first) if first is not None else reverse("rating:next", args=[study.slug]))
 
 
 def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
