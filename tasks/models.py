@@ -304,10 +304,13 @@ class Rating(models.Model):
         API = "api", "API"
         IMPORT = "import", "Imported"
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ratings")
-    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="ratings")
+    # No single-column indexes on study, rater, comparison: (study, item), the unique (rater, item)
+    # and the partial indexes below serve those lookups, and every index slows bulk imports.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ratings", db_index=False)
+    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="ratings", db_index=False)
     item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
-    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings",
+                                   db_index=False)
     values = models.JSONField()
     answers = models.JSONField(default=dict, blank=True)
     checklist = models.JSONField(
@@ -330,9 +333,16 @@ class Rating(models.Model):
                 name="rating_one_unit",
             ),
             models.UniqueConstraint(fields=["rater", "item"], name="rating_unique_rater_item"),
-            models.UniqueConstraint(fields=["rater", "comparison"], name="rating_unique_rater_comparison"),
+            # partial: item ratings (comparison NULL) never collide, so they need no entry
+            models.UniqueConstraint(fields=["rater", "comparison"], condition=models.Q(comparison__isnull=False),
+                                    name="rating_unique_rater_comparison"),
         ]
-        indexes = [models.Index(fields=["study", "item"])]
+        indexes = [
+            models.Index(fields=["study", "item"]),
+            models.Index(fields=["comparison"], condition=models.Q(comparison__isnull=False), name="rating_comparison_idx"),
+            # the ratings that carry yes/no answers (EvalMi QA): the report reads only those
+            models.Index(fields=["study"], condition=~models.Q(answers={}), name="rating_answered_study_idx"),
+        ]
 
     def clean(self) -> None:
         study = self.study

@@ -257,3 +257,25 @@ def test_evalmi_store_refuses_a_prompt_number_without_a_question(tmp_path):
     with pytest.raises(ImportFailed, match="line 5: prompt number 7 has no row in question.xlsx"):
         evalmi_store(mos=mos, questions=questions, tasks=tasks, study_slug="e", source_detail="MOS.xlsx")
     assert Study.objects.count() == 0
+
+
+def test_the_bulk_writer_stores_tabs_newlines_backslashes_nulls_and_json_exactly():
+    from analysis.importers import fast_insert
+    from tests.factories import make_item, make_rater, make_study
+
+    study = make_study(protocol="imagenhub")
+    items = [make_item(study, model=f"Model{i}", with_image=False) for i in range(3)]
+    rater = make_rater()
+    details = ["C:\\ratings\\file.tsv", "tab\there", "two\nlines\r\nand \\N"]
+    values = [{"SC": 1.0, "PQ": 0.5}, {"SC": 0.0, "PQ": 1.0}, {"SC": 0.5, "PQ": 0.5}]
+    rows = [(study.id, rater.id, item.id, values[i], "import", details[i]) for i, item in enumerate(items)]
+    from django.db import connection
+
+    prepare = Rating._meta.get_field("values").get_db_prep_save
+    rows = [(s, r, i, prepare(v, connection), src, d) for s, r, i, v, src, d in rows]
+    assert fast_insert(Rating, ["study", "rater", "item", "values", "source", "source_detail"], rows) == 3
+    stored = {r.item_id: r for r in Rating.objects.filter(study=study)}
+    for i, item in enumerate(items):
+        assert stored[item.id].source_detail == details[i]
+        assert stored[item.id].values == values[i]
+        assert stored[item.id].answers == {} and stored[item.id].time_on_item_ms is None
