@@ -53,6 +53,13 @@ def item_table(study: Study) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(rows), columns=["item", "model", "instance", "position"])
 
 
+def _item_models(study: Study) -> pd.Series:
+    """Item id → model name."""
+    rows = Item.objects.filter(study=study).values_list("id", "gen_model__name")
+    frame = pd.DataFrame.from_records(list(rows), columns=["item", "model"])
+    return frame.set_index("item")["model"]
+
+
 def _frame(queryset, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(queryset.iterator(chunk_size=_CHUNK)), columns=columns)
 
@@ -108,8 +115,8 @@ def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
         for question, answer in (answers or {}).items()
     ]
     frame = pd.DataFrame.from_records(rows, columns=["rater", "item", "question", "answer"])
-    items = item_table(study).set_index("item")
-    frame.insert(2, "model", items["model"].reindex(frame["item"]).to_numpy())
+    models = _item_models(study) if len(frame) else pd.Series(dtype=object)  # no answers: no item query
+    frame.insert(2, "model", models.reindex(frame["item"]).to_numpy())
     return frame
 
 
@@ -150,6 +157,10 @@ def judge_scores_frame(study: Study) -> pd.DataFrame:
         .values_list("run__judge_id", "item_id", "dimension", "value")
     )
     frame = _frame(queryset, ["judge_id", "item", "dimension", "value"])
+    columns = ["judge", "lower_is_better", "role", "item", "model", "dimension", "value"]
+    if frame.empty:  # no judge has scored the study: skip the judge and item look-ups
+        return pd.DataFrame({c: pd.Series(dtype=bool if c == "lower_is_better" else float if c == "value" else object)
+                             for c in columns})
     frame = frame.drop_duplicates(subset=["judge_id", "item", "dimension"], keep="last")
     judges = pd.DataFrame.from_records(
         [
@@ -163,7 +174,6 @@ def judge_scores_frame(study: Study) -> pd.DataFrame:
     for column in ("judge", "lower_is_better", "role"):
         frame[column] = judges[column].reindex(frame["judge_id"]).to_numpy()
     frame["lower_is_better"] = frame["lower_is_better"].astype(bool)
-    items = item_table(study).set_index("item")
-    frame["model"] = items["model"].reindex(frame["item"]).to_numpy()
+    frame["model"] = _item_models(study).reindex(frame["item"]).to_numpy()
     frame["value"] = frame["value"].astype(float)
-    return frame[["judge", "lower_is_better", "role", "item", "model", "dimension", "value"]].reset_index(drop=True)
+    return frame[columns].reset_index(drop=True)
