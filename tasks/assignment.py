@@ -37,9 +37,21 @@ from django.db.models import Case, Count, F, Max, Min, Q, Value, When
 from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
-from raters.models import Rater
+from raters.models import AttentionCheck, Rater
 from tasks import protocols
-from tasks.models import Assignment, Comparison, Item, Participation, Rating, Study
+from tasks.joined import JoinedRow, Part
+from tasks.models import (
+    Assignment,
+    Comparison,
+    GenModel,
+    GoldAnswer,
+    Instance,
+    Item,
+    Participation,
+    Rating,
+    StoredImage,
+    Study,
+)
 
 LIVE = (Assignment.State.LEASED, Assignment.State.DONE)
 
@@ -406,6 +418,8 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     (server side only; pages never show gold), so building and submitting the screen reads
     nothing more per unit.
     """
+    if study.protocol != protocols.PAIRWISE:
+        return _item_screen_at(rater=rater, study=study, position=position, place=place)
     stats = _place(rater, study, position) if place else {}
     wanted = [position] + ([stats["following"]] if stats.get("following") is not None else [])
     # Only the joins this protocol's screens use: PostgreSQL plans every join (about 0.15 ms each).
@@ -427,6 +441,77 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     screen = Screen(study=study, position=position, number=0, total=0, assignments=shown)
     if place:
         _set_place(screen, stats)
+        screen.following_assignments = [a for a in assignments if a.position != position]
+    return screen
+
+
+# A screen of items with everything its page and its submit read: the item, its instance, model,
+# image, gold answer and attention check (server side; pages never show gold).
+_ITEM_SCREEN = JoinedRow(
+    Part(Assignment, "a"),
+    Part(Item, "i", parent="a", field="item"),
+    Part(Instance, "n", parent="i", field="instance"),
+    Part(GenModel, "g", parent="i", field="gen_model"),
+    Part(StoredImage, "m", parent="i", field="image"),
+    Part(GoldAnswer, "o", parent="i", reverse="item"),
+    Part(AttentionCheck, "c", parent="i", reverse="item"),
+)
+_ITEM_SCREEN_SQL: dict[tuple[str, bool], str] = {}
+
+
+def _item_screen_sql(place: bool) -> str:
+    """One statement: the screen's units (and, with ``place``, where the screen sits among the
+    rater's live positions and the following screen's units, for preloading)."""
+    key = (connection.vendor, place)
+    if key not in _ITEM_SCREEN_SQL:
+        quote = connection.ops.quote_name
+        table = lambda model: quote(model._meta.db_table)  # noqa: E731
+        position, state = quote("position"), quote("state")
+        live = f"rater_id = %(rater)s AND study_id = %(study)s AND {state} IN ('leased', 'done')"
+        joins = (f"LEFT JOIN {table(Item)} i ON i.id = a.item_id "
+                 f"LEFT JOIN {table(Instance)} n ON n.id = i.instance_id "
+                 f"LEFT JOIN {table(GenModel)} g ON g.id = i.gen_model_id "
+                 f"LEFT JOIN {table(StoredImage)} m ON m.id = i.image_id "
+                 f"LEFT JOIN {table(GoldAnswer)} o ON o.item_id = i.id "
+                 f"LEFT JOIN {table(AttentionCheck)} c ON c.item_id = i.id ")
+        order = f"ORDER BY a.{position}, a.slot"
+        if place:
+            sql = (f"WITH place AS (SELECT COUNT(DISTINCT {position}) AS total, "
+                   f"COUNT(DISTINCT {position}) FILTER (WHERE {position} < %(position)s) AS n_before, "
+                   f"MAX({position}) FILTER (WHERE {position} < %(position)s) AS back, "
+                   f"MIN({position}) FILTER (WHERE {position} > %(position)s) AS following "
+                   f"FROM {table(Assignment)} WHERE {live}) "
+                   f"SELECT place.total, place.n_before, place.back, place.following, {_ITEM_SCREEN.columns()} "
+                   f"FROM place LEFT JOIN {table(Assignment)} a ON a.{live.replace(' AND ', ' AND a.')} "
+                   f"AND (a.{position} = %(position)s OR a.{position} = place.following) {joins} {order}")
+        else:
+            sql = (f"SELECT {_ITEM_SCREEN.columns()} FROM {table(Assignment)} a {joins}"
+                   f"WHERE a.{live.replace(' AND ', ' AND a.')} AND a.{position} = %(position)s {order}")
+        _ITEM_SCREEN_SQL[key] = sql
+    return _ITEM_SCREEN_SQL[key]
+
+
+def _item_screen_at(*, rater: Rater, study: Study, position: int, place: bool) -> Screen | None:
+    """``screen_at`` for item studies (ImagenHub, EvalMi): one statement, place included."""
+    with connection.cursor() as cursor:
+        cursor.execute(_item_screen_sql(place), {"rater": rater.pk, "study": study.pk, "position": position})
+        rows = cursor.fetchall()
+    start = 4 if place else 0
+    assignments = []
+    for row in rows:
+        assignment = _ITEM_SCREEN.read(row, start)["a"]
+        if assignment is None:  # no live unit at all (the place row alone)
+            continue
+        assignment.study, assignment.rater = study, rater  # the caller's objects: no lazy loads later
+        assignment.item.study = study
+        assignments.append(assignment)
+    shown = [a for a in assignments if a.position == position]
+    if not shown:
+        return None
+    screen = Screen(study=study, position=position, number=0, total=0, assignments=shown)
+    if place and rows:
+        total, before, back, following = rows[0][:4]
+        _set_place(screen, {"total": total, "before": before, "back": back, "following": following})
         screen.following_assignments = [a for a in assignments if a.position != position]
     return screen
 

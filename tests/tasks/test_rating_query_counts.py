@@ -17,7 +17,7 @@ from tests.factories import make_instance, make_item, make_rater, make_study
 
 pytestmark = pytest.mark.django_db
 
-SCREEN_MAX = 4  # participation+study+policy, place, units (+ next screen), one UPDATE; +1 for condition images
+SCREEN_MAX = 3  # participation+study+policy, units with their place (+ next screen), one UPDATE; +1 for condition images
 SUBMIT_MAX = 5  # participation+standing, units, assignment UPDATE, rating INSERT, next leased
 # A whole session of 10 screens claimed: on PostgreSQL one UPDATE for all the claims and one INSERT;
 # SQLite takes one conditional UPDATE per unit.
