@@ -37,7 +37,7 @@ from django.db.models import Case, Count, F, Max, Min, Q, Value, When
 from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
-from raters.models import AttentionCheck, Rater
+from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
 from tasks import protocols
 from tasks.joined import JoinedRow, Part
 from tasks.models import (
@@ -108,6 +108,42 @@ def participation_get_or_create(*, rater: Rater, study: Study, crowd: dict | Non
     elif crowd and crowd != participation.crowd:
         participation.crowd = {**participation.crowd, **crowd}
         participation.save(update_fields=["crowd"])
+    return participation
+
+
+# The rater's participation with what every rating request reads: the rater, the study, its
+# quality policy, and the rater's standing in the study.
+_PARTICIPATION = JoinedRow(
+    Part(Participation, "p"),
+    Part(Rater, "r", parent="p", field="rater"),
+    Part(Study, "s", parent="p", field="study"),
+    Part(QualityPolicy, "q", parent="s", reverse="study"),
+)
+_PARTICIPATION_SQL: dict[str, str] = {}
+
+
+def participation_of(*, slug: str, rater_id: int) -> Participation | None:
+    """The participation of rater ``rater_id`` in the study ``slug`` in one statement, with its
+    rater, study, the study's quality policy and ``participation.standing`` (an unsaved pending
+    RaterStanding when nobody decided yet); None when the rater has not entered that study."""
+    if connection.vendor not in _PARTICIPATION_SQL:
+        quote = connection.ops.quote_name
+        table = lambda model: quote(model._meta.db_table)  # noqa: E731
+        _PARTICIPATION_SQL[connection.vendor] = (
+            f"SELECT {_PARTICIPATION.columns()}, (SELECT st.{quote('state')} FROM {table(RaterStanding)} st "
+            f"WHERE st.study_id = p.study_id AND st.rater_id = p.rater_id) "
+            f"FROM {table(Participation)} p JOIN {table(Rater)} r ON r.id = p.rater_id "
+            f"JOIN {table(Study)} s ON s.id = p.study_id LEFT JOIN {table(QualityPolicy)} q ON q.study_id = s.id "
+            f"WHERE s.slug = %(slug)s AND p.rater_id = %(rater)s"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_PARTICIPATION_SQL[connection.vendor], {"slug": slug, "rater": rater_id})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    participation = _PARTICIPATION.read(row)["p"]
+    participation.standing = RaterStanding(study=participation.study, rater=participation.rater,
+                                           state=row[_PARTICIPATION.width] or RaterStanding.State.PENDING)
     return participation
 
 

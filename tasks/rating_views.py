@@ -24,6 +24,7 @@ from tasks.assignment import (
     assignment_next,
     next_position,
     participation_get_or_create,
+    participation_of,
     screen_at,
     screen_place,
     screen_shown,
@@ -40,37 +41,36 @@ def _message(request: HttpRequest, study: Study | None, title: str, text: str, s
     return render(request, "rating/message.html", {"study": study, "title": title, "text": text}, status=status)
 
 
-def _get_participation_for_request(request: HttpRequest, slug: str, *, standing: bool = False
-                                   ) -> tuple[Study, Participation | None]:
+def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Study, Participation | None]:
     """The study and this browser's participation in it (crowd cookie or logged-in rater).
 
-    One query when the participation exists: it comes with its rater, its study and the study's
-    quality policy, which every screen reads; with ``standing``, also the rater's standing in the
-    study (``participation.standing``, which a submit checks).
+    One query when the participation exists: it comes with its rater, its study, the study's
+    quality policy, which every screen reads, and the rater's standing in the study
+    (``participation.standing``, which a submit checks).
     """
     rater_id = crowd.crowd_raters(request).get(slug)
-    participations = Participation.objects.select_related("rater", "study", "study__quality_policy").filter(
-        study__slug=slug
-    )
-    if standing:
-        participations = participations.annotate(standing_state=Subquery(
-            RaterStanding.objects.filter(study_id=OuterRef("study_id"), rater_id=OuterRef("rater_id")).values("state")[:1]
-        ))
     participation = None
     if rater_id is not None:
-        participation = participations.filter(rater_id=rater_id).first()
+        participation = participation_of(slug=slug, rater_id=rater_id)
     elif request.user.is_authenticated:
-        participation = participations.filter(rater__user=request.user).order_by("rater_id").first()
-    if participation is not None:
-        if standing:  # no row: nobody decided yet (pending)
+        participation = (
+            Participation.objects.select_related("rater", "study", "study__quality_policy")
+            .filter(study__slug=slug, rater__user=request.user)
+            .annotate(standing_state=Subquery(RaterStanding.objects.filter(
+                study_id=OuterRef("study_id"), rater_id=OuterRef("rater_id")).values("state")[:1]))
+            .order_by("rater_id")
+            .first()
+        )
+        if participation is not None:  # no standing row: nobody decided yet (pending)
             participation.standing = RaterStanding(study=participation.study, rater=participation.rater,
                                                    state=participation.standing_state or RaterStanding.State.PENDING)
+    if participation is not None:
         return participation.study, participation
     return get_object_or_404(Study, slug=slug), None
 
 
-def _require(request: HttpRequest, slug: str, *, standing: bool = False) -> tuple[Study, Participation]:
-    study, participation = _get_participation_for_request(request, slug, standing=standing)
+def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
+    study, participation = _get_participation_for_request(request, slug)
     if participation is None:
         raise PermissionDenied("Open the study from its start link first.")
     return study, participation
@@ -219,7 +219,7 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
 @require_http_methods(["GET", "POST"])
 def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     """One screen: GET shows it (pre-filled when revisited), POST stores its ratings and moves on."""
-    study, participation = _require(request, slug, standing=request.method == "POST")
+    study, participation = _require(request, slug)
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
     rater = participation.rater

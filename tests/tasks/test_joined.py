@@ -81,3 +81,25 @@ def test_a_position_without_live_units_is_no_screen():
     screen = assignment_next(rater=rater, study=study)
     assert screen_at(rater=rater, study=study, position=screen.position + 5) is None
     assert screen_at(rater=rater, study=study, position=screen.position, place=False).total == 0
+
+
+def test_a_participation_comes_with_rater_study_policy_and_standing_in_one_statement(django_assert_num_queries):
+    from raters.models import QualityPolicy, RaterStanding
+    from tasks.assignment import participation_get_or_create, participation_of
+
+    study, other = make_study(), make_study()
+    QualityPolicy.objects.create(study=study, gold_min_accuracy=0.8)
+    rater = make_rater()
+    participation = participation_get_or_create(rater=rater, study=study, crowd={"platform": "prolific", "SESSION_ID": "x"})
+    with django_assert_num_queries(1):
+        got = participation_of(slug=study.slug, rater_id=rater.pk)
+        assert got.pk == participation.pk and got.crowd == {"platform": "prolific", "SESSION_ID": "x"}
+        assert got.rater == rater and got.study == study and got.study.protocol_settings == study.protocol_settings
+        assert got.study.quality_policy.gold_min_accuracy == 0.8
+        assert got.standing.state == RaterStanding.State.PENDING and got.standing.pk is None
+    RaterStanding.objects.create(study=study, rater=rater, state=RaterStanding.State.PAUSED)
+    assert participation_of(slug=study.slug, rater_id=rater.pk).standing.state == RaterStanding.State.PAUSED
+    assert participation_of(slug=other.slug, rater_id=rater.pk) is None  # never entered that study
+    participation_get_or_create(rater=rater, study=other)
+    with django_assert_num_queries(1):  # no policy: known missing, the defaults apply without a query
+        assert QualityPolicy.for_study(participation_of(slug=other.slug, rater_id=rater.pk).study).pk is None
