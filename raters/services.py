@@ -253,35 +253,45 @@ def _schedule_study_rules(rating, created: bool | None = None) -> None:
     ))
 
 
-def study_rules_schedule(*, study, session_finished: bool) -> None:
-    """Count a screen's ratings toward the study's automatic rule runs, after they commit.
+def study_rules_due(study) -> bool:
+    """Whether the study's ratings are counted toward automatic rule runs."""
+    policy = QualityPolicy.for_study(study)
+    return bool(policy.rules_after_session or policy.rules_every_ratings)
+
+
+def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, counted: int | None = None) -> None:
+    """Count a screen's ``ratings`` toward the study's automatic rule runs, after they commit.
 
     ``session_finished``: the rater has no screen left leased and this screen was a first answer
-    (the caller knows it from the query that finds the next screen)."""
+    (the caller knows it from the query that finds the next screen). ``counted``: the schedule's
+    new count when the caller already added the ratings."""
     policy = QualityPolicy.for_study(study)
     if not (policy.rules_after_session or policy.rules_every_ratings):
         return
     transaction.on_commit(partial(
         quality_rules_tick, study_id=study.pk, session_finished=bool(policy.rules_after_session and session_finished),
-        every=policy.rules_every_ratings,
+        every=policy.rules_every_ratings, ratings=ratings, counted=counted,
     ))
 
 
-def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now=None) -> bool:
-    """One more rating in the study: queue the study's rules when a session just finished or
-    ``every`` ratings have come in since the last run. Returns True when a run was queued.
+def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now=None, ratings: int = 1,
+                       counted: int | None = None) -> bool:
+    """``ratings`` more ratings in the study: queue the study's rules when a session just finished
+    or ``every`` ratings have come in since the last run. Returns True when a run was queued.
 
-    Runs after the rating's commit (``transaction.on_commit``), so the job sees the rating. Only
-    one run waits at a time: the ``queued`` flag is claimed with a conditional UPDATE, so a burst
-    of finishing raters queues one job. Counting happens outside the rating's transaction, so
-    the schedule row is never locked while a rater's request is in flight.
+    Runs after the ratings' commit (``transaction.on_commit``), so the job sees them. Only one
+    run waits at a time: the ``queued`` flag is claimed with a conditional UPDATE, so a burst of
+    finishing raters queues one job. Counting happens outside the rating's transaction, so the
+    schedule row is never locked while a rater's request is in flight. ``counted``: the new
+    count when the caller already added the ratings (in the statement that stored them).
     """
     now = now or timezone.now()
     rows = QualityRulesSchedule.objects.filter(study_id=study_id)
-    counted = _schedule_count(study_id)
     if counted is None:
-        QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": 1})
-        counted = 1
+        counted = _schedule_count(study_id, ratings)
+    if counted is None:
+        QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": ratings})
+        counted = ratings
     claim = rows.filter(Q(queued=False) | Q(queued_at__isnull=True) | Q(queued_at__lt=now - STALE_QUEUE))
     if not session_finished:
         if not every or counted < every:  # the common case: one statement per rating
@@ -300,8 +310,8 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
     return True
 
 
-def _schedule_count(study_id: int) -> int | None:
-    """Count one rating on the study's schedule row; the new count, or None when there is no row.
+def _schedule_count(study_id: int, ratings: int = 1) -> int | None:
+    """Count ``ratings`` on the study's schedule row; the new count, or None when there is no row.
 
     One ``UPDATE … RETURNING`` (PostgreSQL, SQLite ≥ 3.35): every rating of the study passes
     through this row, so it is written once per rating and in its own short statement.
@@ -309,8 +319,8 @@ def _schedule_count(study_id: int) -> int | None:
     table = connection.ops.quote_name(QualityRulesSchedule._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET ratings_since_run = ratings_since_run + 1 WHERE study_id = %s RETURNING ratings_since_run",
-            [study_id],
+            f"UPDATE {table} SET ratings_since_run = ratings_since_run + %s WHERE study_id = %s RETURNING ratings_since_run",
+            [ratings, study_id],
         )
         row = cursor.fetchone()
     return row[0] if row else None

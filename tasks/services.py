@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from raters.gold import may_work
@@ -63,6 +64,7 @@ def _rating_store(
     require_assignment: bool = True,
     assignment: Assignment | None = None,
     schedule: bool = True,
+    look_up: bool = False,
 ) -> Rating:
     """The body of ``rating_submit``, inside the caller's transaction (``screen_submit`` stores a
     whole screen in one, without a savepoint per rating). ``assignment``: the rater's assignment
@@ -85,34 +87,16 @@ def _rating_store(
         if assignment is None:
             raise RatingRejected("This item is not assigned to you")
 
-    sub_count = len(item.instance.sub_questions) if item else 0
-    settings = study.protocol_settings
-    clean_checklist: dict = {}
-    try:
-        if checklist is not None:
-            if study.protocol != protocols.IMAGENHUB:
-                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
-            if values:
-                raise protocols.ProtocolError("give either the checklist or SC/PQ values, not both")
-            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
-        elif settings.get("checklist_mode") and source == Rating.Source.UI:
-            raise protocols.ProtocolError("this study rates with the checklist: mark every row")
-        clean_values, clean_answers = study.protocol_def.clean_rating(
-            settings, values, answers, sub_question_count=sub_count
-        )
-    except protocols.ProtocolError as exc:
-        raise RatingRejected(str(exc)) from None
-    if time_on_item_ms is None and assignment is not None and assignment.shown_at is not None:
-        elapsed = timezone.now() - assignment.shown_at
-        time_on_item_ms = max(0, int(elapsed.total_seconds() * 1000))
-    if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
-        raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
+    clean_values, clean_answers, clean_checklist, time_on_item_ms = _rating_clean(
+        study=study, item=item, comparison=comparison, values=values, answers=answers, checklist=checklist,
+        source=source, time_on_item_ms=time_on_item_ms, assignment=assignment,
+    )
 
     # A unit leased until now has no rating of this rater yet (claims skip units the rater rated;
     # the rating's unique constraint backs that up): only an edit of a done unit looks one up.
     first_answer = _assignment_finish(assignment) if assignment is not None else False
     lookup = {"rater": rater, "item": item} if item else {"rater": rater, "comparison": comparison}
-    rating = None if first_answer else Rating.objects.select_for_update().filter(**lookup).first()
+    rating = None if first_answer and not look_up else Rating.objects.select_for_update().filter(**lookup).first()
     created = rating is None
     if created:
         rating = Rating(
@@ -156,6 +140,37 @@ def _rating_store(
     return rating
 
 
+def _rating_clean(*, study: Study, item: Item | None, comparison: Comparison | None, values: dict,
+                  answers: dict | None, checklist: dict | None, source: str, time_on_item_ms: int | None,
+                  assignment: Assignment | None) -> tuple[dict, dict, dict, int | None]:
+    """The protocol's checks of one rating: (values, answers, checklist, time on item) to store,
+    or RatingRejected with a message for the rater."""
+    sub_count = len(item.instance.sub_questions) if item else 0
+    settings = study.protocol_settings
+    clean_checklist: dict = {}
+    try:
+        if checklist is not None:
+            if study.protocol != protocols.IMAGENHUB:
+                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
+            if values:
+                raise protocols.ProtocolError("give either the checklist or SC/PQ values, not both")
+            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
+        elif settings.get("checklist_mode") and source == Rating.Source.UI:
+            raise protocols.ProtocolError("this study rates with the checklist: mark every row")
+        clean_values, clean_answers = study.protocol_def.clean_rating(
+            settings, values, answers, sub_question_count=sub_count
+        )
+    except protocols.ProtocolError as exc:
+        raise RatingRejected(str(exc)) from None
+    if time_on_item_ms is None and assignment is not None and assignment.shown_at is not None:
+        elapsed = timezone.now() - assignment.shown_at
+        time_on_item_ms = max(0, int(elapsed.total_seconds() * 1000))
+    if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
+        raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
+
+    return clean_values, clean_answers, clean_checklist, time_on_item_ms
+
+
 def _assignment_finish(assignment: Assignment) -> bool:
     """Mark the assignment done with one conditional UPDATE (which also locks it until commit, so
     two submits of the same unit take turns). Refused when its lease expired and the unit went
@@ -173,7 +188,6 @@ def _assignment_finish(assignment: Assignment) -> bool:
     return False
 
 
-@transaction.atomic
 def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterStanding | None = None) -> list[Rating]:
     """Store the ratings of one screen (an item, an EvalMi trial, a comparison) all or nothing.
 
@@ -183,8 +197,11 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     in the study when the caller read it with the participation (saves a query).
 
     Afterwards ``screen.next_leased`` is the position of the rater's earliest screen still
-    leased (None when the session is finished), read once in the same transaction: it tells the
-    study's automatic rules whether a session just ended, and the caller where to go next.
+    leased (None when the session is finished), read with the writes: it tells the study's
+    automatic rules whether a session just ended, and the caller where to go next.
+
+    The common case on PostgreSQL (first answers to ordinary items) is one statement; edits,
+    gold and attention-check items, comparisons and SQLite take the general path.
     """
     if len(entries) != len(screen.assignments):
         raise RatingRejected("The page was out of date; please rate the images shown now")
@@ -192,6 +209,19 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     allowed, why = may_work(rater=rater, study=screen.study, standing=standing)
     if not allowed:
         raise RatingRejected(why)
+    tried = _first_answers_to_plain_items(screen)
+    if tried:
+        ratings = _screen_store_at_once(rater=rater, screen=screen, entries=entries)
+        if ratings is not None:
+            return ratings
+    with transaction.atomic():
+        return _screen_store(rater=rater, screen=screen, entries=entries, look_up=tried)
+
+
+def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = False) -> list[Rating]:
+    """The general path of ``screen_submit``, inside its transaction: rating by rating.
+    ``look_up``: look for an existing rating even of a unit leased until now (the one-statement
+    path found one)."""
     ratings = []
     for number, (assignment, entry) in enumerate(zip(screen.assignments, entries), start=1):
         try:
@@ -206,6 +236,7 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
                     checklist=entry.get("checklist"),
                     presentation=entry.get("presentation") or {},
                     schedule=False,
+                    look_up=look_up,
                 )
             )
         except RatingRejected as exc:
@@ -217,5 +248,129 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     screen.next_leased = next_position(rater=rater, study=screen.study)
     # An edit of a finished session is not a second finish.
     study_rules_schedule(study=screen.study, session_finished=screen.next_leased is None and any(
-        rating.created_now for rating in ratings))
+        rating.created_now for rating in ratings), ratings=len(ratings))
     return ratings
+
+
+def _first_answers_to_plain_items(screen) -> bool:
+    """PostgreSQL, and every unit of the screen a leased item without gold or an attention check
+    (their answers are scored as they come in, which the general path does)."""
+    return connection.vendor == "postgresql" and all(
+        a.item_id and a.state == Assignment.State.LEASED and not hasattr(a.item, "gold")
+        and not hasattr(a.item, "attention_check") for a in screen.assignments
+    )
+
+
+class _NotAllLeased(Exception):
+    """Some unit of the screen was no longer leased when the statement ran: roll back."""
+
+
+_AT_ONCE_SQL: list[str] = []
+
+
+def _at_once_sql() -> str:
+    """One statement for a screen's first answers: mark the assignments done (only if all are
+    still leased), insert the ratings, count them on the study's rule schedule, and find the
+    rater's next leased screen (the statement's snapshot still sees these units as leased, so
+    they are left out by id)."""
+    if not _AT_ONCE_SQL:
+        quote = connection.ops.quote_name
+        a, r = quote(Assignment._meta.db_table), quote(Rating._meta.db_table)
+        from raters.models import QualityRulesSchedule
+
+        schedule = quote(QualityRulesSchedule._meta.db_table)
+        column = lambda name: quote(Rating._meta.get_field(name).column)  # noqa: E731
+        state, position = quote("state"), quote("position")
+        _AT_ONCE_SQL.append(
+            f"WITH done AS (UPDATE {a} SET {state} = 'done', completed_at = %(now)s "
+            f"WHERE id = ANY(%(assignments)s) AND rater_id = %(rater)s AND {state} = 'leased' RETURNING id), "
+            f"stored AS (INSERT INTO {r} ({column('study')}, {column('rater')}, {column('item')}, {column('values')}, "
+            f"{column('answers')}, {column('checklist')}, {column('presentation')}, {column('source')}, "
+            f"{column('source_detail')}, {column('time_on_item_ms')}, {column('created_at')}, {column('updated_at')}) "
+            f"SELECT %(study)s, %(rater)s, u.item_id, u.v::jsonb, u.a::jsonb, u.c::jsonb, u.p::jsonb, %(source)s, '', "
+            f"u.t, %(now)s, %(now)s FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
+            f"%(answers)s::text[], %(checklists)s::text[], %(presentations)s::text[], %(times)s::integer[]) "
+            f"AS u(assignment_id, item_id, v, a, c, p, t) "
+            f"WHERE (SELECT count(*) FROM done) = %(n)s ORDER BY u.assignment_id RETURNING id, {column('item')}), "
+            f"counted AS (UPDATE {schedule} SET ratings_since_run = ratings_since_run + %(n)s "
+            f"WHERE study_id = %(study)s AND %(count)s AND (SELECT count(*) FROM done) = %(n)s "
+            f"RETURNING ratings_since_run) "
+            f"SELECT (SELECT count(*) FROM done), (SELECT MIN({position}) FROM {a} WHERE rater_id = %(rater)s "
+            f"AND study_id = %(study)s AND {state} = 'leased' AND NOT (id = ANY(%(assignments)s))), "
+            f"(SELECT ratings_since_run FROM counted), "
+            f"(SELECT array_agg(id ORDER BY id) FROM stored), (SELECT array_agg({column('item')} ORDER BY id) FROM stored)"
+        )
+    return _AT_ONCE_SQL[0]
+
+
+def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[Rating] | None:
+    """``screen_submit``'s common case in one statement (a trial of several images inside a
+    transaction, so it stays all or nothing). None when some unit was no longer leased when the
+    statement ran (an expired lease, a second tab): nothing was stored, the general path decides."""
+    import json
+
+    from raters.services import study_rules_due
+
+    study: Study = screen.study
+    if not study.is_open:
+        raise RatingRejected(f"Study {study.slug} is {study.get_state_display().lower()}; it takes no ratings")
+    if not rater.can_rate:
+        raise RatingRejected("Your rater account is not active for rating")
+    now = timezone.now()
+    ratings = []
+    for number, (assignment, entry) in enumerate(zip(screen.assignments, entries), start=1):
+        try:
+            values, answers, checklist, time_ms = _rating_clean(
+                study=study, item=assignment.item, comparison=None, values=entry.get("values") or {},
+                answers=entry.get("answers") or {}, checklist=entry.get("checklist"), source=Rating.Source.UI,
+                time_on_item_ms=None, assignment=assignment,
+            )
+            rating = Rating(study=study, rater=rater, item=assignment.item, values=values, answers=answers,
+                            checklist=checklist, presentation=entry.get("presentation") or {},
+                            time_on_item_ms=time_ms, source=Rating.Source.UI, created_at=now, updated_at=now)
+            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison"])
+        except ValidationError as exc:
+            message = "; ".join(exc.messages)
+            raise RatingRejected(f"Image {number}: {message}" if len(entries) > 1 else message) from None
+        except RatingRejected as exc:
+            if len(entries) > 1:
+                raise RatingRejected(f"Image {number}: {exc}") from None
+            raise
+        ratings.append(rating)
+    ordered = sorted(zip(screen.assignments, ratings), key=lambda pair: pair[0].pk)
+    count = study_rules_due(study)
+    params = {
+        "now": now, "rater": rater.pk, "study": study.pk, "source": Rating.Source.UI, "n": len(ordered),
+        "count": count,
+        "assignments": [a.pk for a, _ in ordered], "items": [a.item_id for a, _ in ordered],
+        "values": [json.dumps(r.values) for _, r in ordered], "answers": [json.dumps(r.answers) for _, r in ordered],
+        "checklists": [json.dumps(r.checklist) for _, r in ordered],
+        "presentations": [json.dumps(r.presentation) for _, r in ordered],
+        "times": [r.time_on_item_ms for _, r in ordered],
+    }
+    # One unit in autocommit is atomic by itself; several (or a caller's transaction) need a block
+    # (a savepoint inside a caller's transaction) so that a refusal leaves nothing behind.
+    block = len(ordered) > 1 or connection.in_atomic_block
+    try:
+        with transaction.atomic() if block else contextlib.nullcontext():
+            with connection.cursor() as cursor:
+                cursor.execute(_at_once_sql(), params)
+                done, next_leased, counted, rating_ids, item_ids = cursor.fetchone()
+            if done != len(ordered):
+                raise _NotAllLeased
+    except (_NotAllLeased, IntegrityError):  # IntegrityError: a rating already there; the general path edits it
+        return None
+    by_item = dict(zip(item_ids, rating_ids))
+    for assignment, rating in ordered:
+        rating.pk = by_item[assignment.item_id]
+        rating.created_now = True
+        assignment.state, assignment.completed_at = Assignment.State.DONE, now
+    screen.next_leased = next_leased
+    if count:
+        if counted is None:  # no schedule row yet: created on the next count
+            study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered))
+        else:
+            study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
+                                 counted=counted)
+    return ratings
+
