@@ -289,7 +289,7 @@ def more(request: HttpRequest, slug: str) -> HttpResponse:
     """Another session of screens for a rater who wants to go on."""
     study, participation = _require(request, slug)
     try:
-        claimed = assignment_batch_claim(rater=participation.rater, study=study)
+        claimed = assignment_batch_claim(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
         return _message(request, study, "No rating right now", str(exc))
     if not claimed:
