@@ -17,6 +17,7 @@ z-MOS on 0–100 (seed 004 §3.3); pairwise studies report win rates and Bradley
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     if study.protocol == protocols.PAIRWISE:
         _pairwise_section(study, report, reasons, include_excluded, seed, n_boot)
     else:
-        ratings = data.ratings_frame(study, include_excluded=include_excluded)
+        ratings = _coded(data.ratings_frame(study, include_excluded=include_excluded))
         scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
         human_qa = None
         if study.protocol == protocols.IMAGENHUB:
@@ -126,6 +127,21 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
 # ------------------------------------------------------------------ shared blocks
 
 
+def _coded(ratings: pd.DataFrame) -> pd.DataFrame:
+    """The ratings with ``rater`` and ``model`` as categoricals (sorted categories): every section
+    groups or codes by them, and coding a categorical reuses its codes instead of hashing 1.6M
+    strings again (results are the same: groupings keep only observed values, in sorted order)."""
+    return ratings.astype({"rater": "category", "model": "category"})
+
+
+def _background() -> ThreadPoolExecutor:
+    """One worker thread for independent parts of the report. They are numpy-heavy and numpy
+    releases the GIL in its array loops, so on two cores they overlap with the caller's work (EvalMi
+    scale: agreement and screening, ~1.3 s, alongside z-MOS and the ceiling); on one core they
+    simply take turns. Results are read in a fixed order, so the report does not depend on timing."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
+
+
 def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: int) -> None:
     """One agreement_table row into a dimension block: the value and its bootstrap 95% CI."""
     ci_why = row.reason or ("bootstrap interval undefined" if n_boot else "n_boot = 0: no bootstrap interval")
@@ -139,16 +155,21 @@ def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: 
                                                         f"{where}.alpha_ci95.{level}", ci_why)
 
 
-def _agreement_and_ceiling(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons,
-                           ceiling_frame: pd.DataFrame | None = None, *, n_boot: int = 0, seed: int = 0) -> None:
+def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int) -> list[pd.DataFrame]:
+    """Alpha and Fleiss' kappa per model and over the study (one call: they share count tables and
+    bootstrap draws)."""
+    return agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
+                            n_boot=n_boot, seed=seed)
+
+
+def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, reasons: Reasons,
+                           ceiling_frame: pd.DataFrame, *, n_boot: int = 0) -> None:
     """Fill alpha, Fleiss' kappa (with bootstrap 95% CIs over items when ``n_boot`` > 0) and the
-    human ceiling per model and for the whole study."""
-    ceiling_frame = ratings if ceiling_frame is None else ceiling_frame
+    human ceiling per model and for the whole study. ``agreement``: :func:`_agreement` running in
+    the background while this thread computes the ceiling of ``ceiling_frame``."""
     models = report["models"]
-    # per model and over the study in one call each: they share count tables, pairs and draws
-    table, overall = agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
-                                      n_boot=n_boot, seed=seed)
     ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()])
+    table, overall = agreement.result()
     for row in table.itertuples(index=False):
         entry = models[row.model]["dimensions"][row.dimension]
         _put_agreement(entry, row, f"models.{row.model}.dimensions.{row.dimension}", reasons, n_boot)
@@ -216,7 +237,9 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
             entry["dimensions"][dim] = block
         report["models"][str(model)] = entry
     reasons.add("models.*.qa_accuracy", "ImagenHub studies ask no yes/no questions")
-    _agreement_and_ceiling(ratings, dims, report, reasons, n_boot=n_boot, seed=seed)
+    with _background() as background:
+        agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
+        _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
 
 
@@ -279,6 +302,22 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         return None, None
 
     _counts(ratings, report)
+    with _background() as background:
+        # agreement (on the raw Likert points) and screening need only the ratings: they run in the
+        # background while this thread z-scores and computes the ceiling; the report is filled in
+        # the same order as without the thread
+        agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
+        screening = background.submit(_screening, ratings, dims)
+        items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
+                                          n_boot=n_boot)
+        _put_screening(screening.result(), report)
+    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
+
+
+def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
+                    reasons: Reasons, include_excluded: bool, *, n_boot: int) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
+    item, wide; human yes/no per item)."""
     items, zscored = _zmos_items(ratings, dims, reasons)
 
     raters_per_model = ratings.groupby("model")["rater"].nunique()
@@ -303,17 +342,15 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
             block["std_between_raters"] = _num(spread.get(model), reasons, f"{where}.std_between_raters")
             block["ci95"] = _ci(row["ci_low"], row["ci_high"], reasons, f"{where}.ci95",
                                 "fewer than 2 items: no interval")
-    ceiling_frame = None
+    ceiling_frame = ratings
     if all(len(zscored[d]) for d in dims):
         # the ceiling is computed on z' (what the MOS averages), agreement on the raw Likert points
         # z-scored frames keep the ratings' row labels: align on them instead of merging 1.6M rows
         ceiling_frame = ratings[["rater", "item", "model"]].assign(
             **{dim: zscored[dim]["z_scaled"].reindex(ratings.index) for dim in dims}
         ).dropna(subset=dims, how="all")
-    _agreement_and_ceiling(ratings, dims, report, reasons, ceiling_frame=ceiling_frame, n_boot=n_boot, seed=seed)
-    human_qa = _evalmi_qa(study, report, reasons, include_excluded)
-    _evalmi_screening(ratings, dims, report, reasons)
-    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
+    _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot)
+    return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 
 def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: bool) -> pd.DataFrame | None:
@@ -338,15 +375,22 @@ def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: b
     return pd.DataFrame({"item": verdicts["item"].to_numpy(), "human": verdict_as_number(verdicts["verdict"]).to_numpy()})
 
 
-def _evalmi_screening(ratings: pd.DataFrame, dims: list[str], report: dict, reasons: Reasons) -> None:
-    screening: dict[str, Any] = {}
+def _screening(ratings: pd.DataFrame, dims: list[str]) -> dict[str, tuple]:
+    """Per dimension with ratings: the BT.500 screening and the model MOS with and without it."""
+    out = {}
     for dim in dims:
         present = ratings[dim].notna()
         frame = ratings if present.all() else ratings[present]
         if frame.empty:
             continue
         result = screen_observers(frame, score=dim)
-        shifts = mos_with_and_without_screening(frame, score=dim, screening=result).set_index("model")
+        out[dim] = result, mos_with_and_without_screening(frame, score=dim, screening=result).set_index("model")
+    return out
+
+
+def _put_screening(results: dict[str, tuple], report: dict) -> None:
+    screening: dict[str, Any] = {}
+    for dim, (result, shifts) in results.items():
         screening[dim] = {
             "raters": int(len(result.raters)),
             "rejected": result.rejected,

@@ -144,7 +144,9 @@ def mos_with_and_without_screening(
     """
     if screening is None:
         screening = screen_observers(ratings, score=score, rater=rater, item=item)
-    kept = ~ratings[rater].astype(str).isin(screening.rejected).to_numpy()
+    codes, names = pd.factorize(ratings[rater])  # compare the few rater names, not 1.6M labels
+    rejected = np.append(pd.Index(names).astype(str).isin(screening.rejected), False)  # [-1]: no rater
+    kept = ~rejected[codes]
     everyone, screened = model_mos_of_subsets(ratings, [np.ones(len(ratings), bool), kept], score=score,
                                               rater=rater, item=item)
     table = pd.DataFrame({"model": everyone.index, "mos_all": everyone.to_numpy(),

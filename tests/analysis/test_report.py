@@ -7,6 +7,7 @@ after ratings submitted through tasks.services.rating_submit.
 
 import json
 import math
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -182,7 +183,7 @@ def test_report_on_the_demo_study_after_a_few_ratings(capsys):
     assert json.loads(capsys.readouterr().out)["study"] == "demo-text-to-image"
 
 
-def test_evalmi_ratings_give_zmos_qa_accuracy_and_screening():
+def test_evalmi_ratings_give_zmos_qa_accuracy_and_screening(monkeypatch):
     study = make_study(protocol="evalmi", task_type="counting")
     instances = [make_instance(study, question="Are there two cats?", sub_questions=[]) for _ in range(3)]
     items = [make_item(study, instance=inst, model=model, with_image=False)
@@ -213,6 +214,22 @@ def test_evalmi_ratings_give_zmos_qa_accuracy_and_screening():
     screening = report["study_level"]["screening"]["perception"]
     assert screening["raters"] == 4 and set(screening["mos_all"]) == {"Alpha", "Beta"}
     json.dumps(report, allow_nan=False)
+
+    # agreement and screening run in a background thread: the same report, reasons in the same order
+    class InThisThread:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args, **kwargs):
+            future = Future()
+            future.set_result(fn(*args, **kwargs))
+            return future
+
+    monkeypatch.setattr("analysis.report._background", InThisThread)
+    assert build_report(study) == report
 
 
 def test_pairwise_demo_reports_win_rates_and_bradley_terry():
