@@ -95,11 +95,14 @@ class ScreenView:
 def picture(image: StoredImage | None, size: int, alt: str) -> Picture | None:
     if image is None:
         return None
-    url = lambda s: reverse("rating:image", args=[image.sha256, s])  # noqa: E731
+    # One reverse() per picture: the sizes differ only in the last path segment (img/<sha>/<size>).
+    full = reverse("rating:image", args=[image.sha256, "full"])
+    stem = full.removesuffix("full")
+    src = f"{stem}{size}"
     bigger = [s for s in SIZES if s > size][:1]
-    srcset = ", ".join([f"{url(size)} 1x"] + [f"{url(s)} {s / size:g}x" for s in bigger])
+    srcset = ", ".join([f"{src} 1x"] + [f"{stem}{s} {s / size:g}x" for s in bigger])
     scale = min(1.0, size / max(image.width, image.height))
-    return Picture(src=url(size), full=url("full"), srcset=srcset, alt=alt,
+    return Picture(src=src, full=full, srcset=srcset, alt=alt,
                    width=round(image.width * scale), height=round(image.height * scale))
 
 
