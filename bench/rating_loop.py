@@ -1,13 +1,14 @@
 """Rating loop under load: gunicorn + PostgreSQL, simulated raters vs a bare Django JSON view.
 
-    .venv/bin/python -m bench.rating_loop [--seconds 8] [--workers 4] [--items 2000]
+    .venv/bin/python -m bench.rating_loop [--seconds 12] [--rounds 3] [--workers 4] [--items 2000]
 
 Each simulated rater enters through a Prolific link, consents, reads the instructions and gets its
 first session claimed (not in the measured loop; the claim latency of all raters arriving at once is
 printed separately), then loops "next item + submit": GET its screen, POST the SC/PQ answers, follow the redirect to the
 next screen, ask for another session (POST /more) when one ends. Closed loop (no think time) at
 16 / 64 / 200 raters gives throughput at saturation; the same number of clients hammers
-``/bench/bare`` (bench/urls.py: middleware + one SELECT) for the ratio. Latency at 64 raters is
+``/bench/bare`` (bench/urls.py: middleware + one SELECT) for the ratio. Bare and rating phases
+alternate ``--rounds`` times per level, so a change in the machine's load falls on both sides. Latency at 64 raters is
 also measured paced (each rater waits ``--think`` seconds, default 4, between requests: about 8 s
 per rated image, faster than people rate with a prompt to read), because in a closed loop with no think time p95 is only queueing:
 64 clients / throughput.
@@ -237,11 +238,13 @@ def start_celery_worker(env: dict) -> subprocess.Popen:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per phase")
+    parser.add_argument("--seconds", type=float, default=12.0, help="measured seconds per side and level (split into --rounds)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--think", type=float, default=4.0, help="mean pause (s) between a paced rater's requests")
     parser.add_argument("--levels", default="16,64,200")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternate bare and rating phases this many times per level (seconds split among them)")
     parser.add_argument("--broker", default=os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/9"),
                         help="Celery broker for the rater-quality jobs ('' = eager: jobs run inside requests)")
     args = parser.parse_args()
@@ -268,10 +271,23 @@ def main() -> int:
                   f"{'p50 ms':>7} {'p95 ms':>7} {'bare p95':>8} errors")
             batch = 0
             for level in levels:
-                names = [f"bench{batch}x{i:04d}" for i in range(level)]
-                batch += 1
-                bare, bare_s = asyncio.run(run_bare(port, level, args.seconds))
-                loop, loop_s = asyncio.run(run_raters(port, names, args.seconds, think=0.0))
+                # Bare and rating phases alternate (``--rounds``) so that a change in the machine's
+                # load (other processes on shared cores) falls on both sides of the ratio.
+                bare, loop, bare_s, loop_s, round_ratios = Stats(), Stats(), 0.0, 0.0, []
+                for _ in range(args.rounds):
+                    names = [f"bench{batch}x{i:04d}" for i in range(level)]
+                    batch += 1
+                    bare_part, part_s = asyncio.run(run_bare(port, level, args.seconds / args.rounds))
+                    loop_part, part_loop_s = asyncio.run(run_raters(port, names, args.seconds / args.rounds, think=0.0))
+                    bare_s, loop_s = bare_s + part_s, loop_s + part_loop_s
+                    round_ratios.append((len(loop_part.latencies) / part_loop_s) / (len(bare_part.latencies) / part_s))
+                    for total, part in ((bare, bare_part), (loop, loop_part)):
+                        total.latencies += part.latencies
+                        for kind, values in part.by_kind.items():
+                            total.by_kind.setdefault(kind, []).extend(values)
+                        for what, n in part.errors.items():
+                            total.errors[what] = total.errors.get(what, 0) + n
+                        total.ratings += part.ratings
                 bare_rate, loop_rate = len(bare.latencies) / bare_s, len(loop.latencies) / loop_s
                 ratio = loop_rate / bare_rate
                 p50, p95 = percentile(loop.latencies, 50) * 1000, percentile(loop.latencies, 95) * 1000
@@ -280,7 +296,8 @@ def main() -> int:
                 print(f"{level:>6} {bare_rate:>10.0f} {loop_rate:>12.0f} {ratio:>6.2f} {loop.ratings / loop_s:>9.1f} "
                       f"{p50:>7.1f} {p95:>7.1f} {percentile(bare.latencies, 95) * 1000:>8.1f} "
                       f"{dict(loop.errors) or '-'}{' bare:' + str(bare.errors) if bare.errors else ''}  "
-                      f"(arrival claims of {level} raters at once: p95 {percentile(claims, 95) * 1000:.0f} ms)")
+                      f"(rounds {' '.join(f'{r:.2f}' for r in round_ratios)}; "
+                      f"arrival claims of {level} raters at once: p95 {percentile(claims, 95) * 1000:.0f} ms)")
                 ok &= not loop.errors and not bare.errors
             names = [f"paced{i:04d}" for i in range(64)]
             paced, paced_s = asyncio.run(run_raters(port, names, max(2 * args.seconds, 20.0), think=args.think))
