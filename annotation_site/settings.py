@@ -101,6 +101,9 @@ STORAGES = {
 # Uploaded bundles are checked image by image; Pillow's own bomb guard is set in tasks.images.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024, minimum=1024)
 
+# Automatic rater-quality rules run at most this often per study (a due run waits out the rest).
+QUALITY_RULES_MIN_INTERVAL_SECONDS = envint("QUALITY_RULES_MIN_INTERVAL_SECONDS", 30, minimum=0)
+
 # Rating: a rater's unrated units return to the pool after this long without a request from them.
 ASSIGNMENT_LEASE_SECONDS = envint("ASSIGNMENT_LEASE_SECONDS", 30 * 60, minimum=60)
 

@@ -10,6 +10,7 @@ import logging
 from datetime import timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -301,8 +302,17 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
         return False
     from raters.jobs import apply_quality_rules_job
 
+    # Runs are spaced: with many raters a session ends every second, and a run over a large study
+    # takes seconds; the queued run waits out the rest of the interval (it still sees every rating).
+    last_run = rows.values_list("last_run_at", flat=True).first()
+    wait = 0.0
+    if last_run is not None:
+        wait = max(0.0, settings.QUALITY_RULES_MIN_INTERVAL_SECONDS - (now - last_run).total_seconds())
     try:
-        apply_quality_rules_job.delay(study_id)
+        if wait:
+            apply_quality_rules_job.apply_async(args=[study_id], countdown=wait)
+        else:
+            apply_quality_rules_job.delay(study_id)
     except Exception:  # broker down: ratings must not fail for it; the next trigger tries again
         logger.exception("could not queue the quality rules of study %s", study_id)
         rows.update(queued=False)

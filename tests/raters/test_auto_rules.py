@@ -139,3 +139,18 @@ def test_the_rater_list_tells_the_researcher_when_rules_run_by_themselves(client
     apply_quality_rules_job.delay(study.pk)
     html = client.get(reverse("raters:list", args=[study.slug])).content.decode()
     assert "Last run 0\xa0minutes ago, acted on 0 raters." in html
+
+
+def test_runs_are_spaced_a_due_run_waits_out_the_rest_of_the_interval(settings):
+    settings.QUALITY_RULES_MIN_INTERVAL_SECONDS = 60
+    study = _study()
+    now = timezone.now()
+    QualityRulesSchedule.objects.create(study=study, last_run_at=now - timedelta(seconds=20))
+    with mock.patch.object(apply_quality_rules_job, "apply_async") as later, \
+            mock.patch.object(apply_quality_rules_job, "delay") as at_once:
+        assert quality_rules_tick(study_id=study.pk, session_finished=True, every=0, now=now) is True
+        assert at_once.call_count == 0 and later.call_args == mock.call(args=[study.pk], countdown=40.0)
+        assert quality_rules_tick(study_id=study.pk, session_finished=True, every=0, now=now) is False  # one waits
+        QualityRulesSchedule.objects.filter(study=study).update(queued=False, last_run_at=now - timedelta(minutes=5))
+        assert quality_rules_tick(study_id=study.pk, session_finished=True, every=0, now=now) is True
+        assert at_once.call_args == mock.call(study.pk)  # the interval is over: at once
