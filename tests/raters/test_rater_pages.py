@@ -176,7 +176,9 @@ def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of
     assert 'id="unit"' in html and 'data-key="3"' in html and "Rubric" in html  # the work screen, keys shown
     assert f'name="a{item.pk}-SC"' in html and 'data-back' not in html  # no going back in a test
     response = client.post(url, {f"a{item.pk}-SC": "1"}, HTTP_HX_REQUEST="true")
-    assert response.status_code == 200 and "PQ" in response.context["error"]  # missing dimension: told, nothing stored
+    # Missing dimension: told on the screen (the htmx fragment renders no sub-template, so read the HTML), nothing stored.
+    assert response.status_code == 200 and 'data-testid="error">' in response.content.decode()
+    assert "PQ" in response.content.decode().split('data-testid="error">', 1)[1].split("</p>", 1)[0]
     assert not QualificationAnswer.objects.exists()
     response = client.post(url, {f"a{item.pk}-SC": "1", f"a{item.pk}-PQ": "1"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 204 and response["HX-Redirect"] == url
