@@ -118,7 +118,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         else:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
                                                     n_boot=n_boot, seed=seed)
-        if judges and scores is not None and human_items is not None:
+        if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa)
     report["reasons"] = reasons.as_list()
     return _jsonable(report, "report", reasons, report)
@@ -315,7 +315,8 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
 
 
 def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
-                    reasons: Reasons, include_excluded: bool, *, n_boot: int) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+                    reasons: Reasons, include_excluded: bool, *, n_boot: int
+                    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
     item, wide; human yes/no per item)."""
     items, zscored = _zmos_items(ratings, dims, reasons)

@@ -339,7 +339,8 @@ class Rating(models.Model):
         ]
         indexes = [
             models.Index(fields=["study", "item"]),
-            models.Index(fields=["comparison"], condition=models.Q(comparison__isnull=False), name="rating_comparison_idx"),
+            models.Index(fields=["comparison"], condition=models.Q(comparison__isnull=False),
+                         name="rating_comparison_idx"),
             # the ratings that carry yes/no answers (EvalMi QA): the report reads only those
             models.Index(fields=["study"], condition=~models.Q(answers={}), name="rating_answered_study_idx"),
         ]
