@@ -55,6 +55,7 @@ bench: install-test
 	-$(PY) -m bench.import_speed
 	-$(PY) -m bench.analysis_scale
 	-$(PY) -m bench.rating_loop
+	-$(PY) -m bench.rating_inprocess
 	-$(PY) -m bench.assignment_scale
 
 clean:

@@ -240,7 +240,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=12.0, help="measured seconds per side and level (split into --rounds)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
-    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--items", type=int, default=12000,
+                        help="ImagenHub items (x3 raters each): enough that every round's raters find work")
     parser.add_argument("--think", type=float, default=4.0, help="mean pause (s) between a paced rater's requests")
     parser.add_argument("--levels", default="16,64,200")
     parser.add_argument("--rounds", type=int, default=3,
