@@ -244,16 +244,10 @@ def qualification_answer(
     if expected is None or expected.pk != item.pk:
         raise QualificationRefused("Please answer the item shown on the page")
     study = attempt.study
-    clean_checklist: dict = {}
     try:
-        if checklist is not None:
-            if study.protocol != protocols.IMAGENHUB:
-                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
-            if values:
-                raise protocols.ProtocolError("give either the checklist or the values, not both")
-            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
-        clean_values, clean_answers = study.protocol_def.clean_rating(
-            study.protocol_settings, values, answers, sub_question_count=len(item.instance.sub_questions)
+        clean_values, clean_answers, clean_checklist = study.protocol_def.clean_answer(
+            study.protocol_settings, study.task_type, values, answers, checklist,
+            sub_question_count=len(item.instance.sub_questions),
         )
     except protocols.ProtocolError as exc:
         raise QualificationRefused(str(exc)) from None

@@ -136,6 +136,25 @@ class Protocol:
             cleaned_answers[key] = answer
         return cleaned, cleaned_answers
 
+    def clean_answer(self, settings: dict, task_type: str, values: dict, answers: dict | None,
+                     checklist: dict | None, *, sub_question_count: int = 0,
+                     checklist_required: bool = False) -> tuple[dict, dict, dict]:
+        """(values, answers, checklist) of one answer given as values or, in ImagenHub, as the
+        Table 9 checklist (SC and PQ then derive from it). ``checklist_required``: a study in
+        checklist mode refuses plain values (its rating screens show the checklist)."""
+        clean_checklist: dict = {}
+        if checklist is not None:
+            if self.key != IMAGENHUB:
+                raise ProtocolError("only ImagenHub studies take a checklist")
+            if values:
+                raise ProtocolError("give either the checklist or SC/PQ values, not both")
+            values, clean_checklist = self.derive_from_checklist(task_type, checklist)
+        elif checklist_required and settings.get("checklist_mode"):
+            raise ProtocolError("this study rates with the checklist: mark every row")
+        clean_values, clean_answers = self.clean_rating(settings, values, answers,
+                                                        sub_question_count=sub_question_count)
+        return clean_values, clean_answers, clean_checklist
+
 
 class ImagenHubProtocol(Protocol):
     """Semantic Consistency and Perceptual Quality, each 0 / 0.5 / 1 (ImagenHub, seed 003)."""

@@ -145,20 +145,11 @@ def _rating_clean(*, study: Study, item: Item | None, comparison: Comparison | N
                   assignment: Assignment | None) -> tuple[dict, dict, dict, int | None]:
     """The protocol's checks of one rating: (values, answers, checklist, time on item) to store,
     or RatingRejected with a message for the rater."""
-    sub_count = len(item.instance.sub_questions) if item else 0
-    settings = study.protocol_settings
-    clean_checklist: dict = {}
     try:
-        if checklist is not None:
-            if study.protocol != protocols.IMAGENHUB:
-                raise protocols.ProtocolError("only ImagenHub studies take a checklist")
-            if values:
-                raise protocols.ProtocolError("give either the checklist or SC/PQ values, not both")
-            values, clean_checklist = study.protocol_def.derive_from_checklist(study.task_type, checklist)
-        elif settings.get("checklist_mode") and source == Rating.Source.UI:
-            raise protocols.ProtocolError("this study rates with the checklist: mark every row")
-        clean_values, clean_answers = study.protocol_def.clean_rating(
-            settings, values, answers, sub_question_count=sub_count
+        clean_values, clean_answers, clean_checklist = study.protocol_def.clean_answer(
+            study.protocol_settings, study.task_type, values, answers, checklist,
+            sub_question_count=len(item.instance.sub_questions) if item else 0,
+            checklist_required=source == Rating.Source.UI,
         )
     except protocols.ProtocolError as exc:
         raise RatingRejected(str(exc)) from None
