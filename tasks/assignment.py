@@ -120,25 +120,29 @@ _PARTICIPATION = JoinedRow(
     Part(Study, "s", parent="p", field="study"),
     Part(QualityPolicy, "q", parent="s", reverse="study"),
 )
-_PARTICIPATION_SQL: dict[str, str] = {}
+_PARTICIPATION_SQL: dict[tuple[str, str], str] = {}
 
 
-def participation_of(*, slug: str, rater_id: int) -> Participation | None:
-    """The participation of rater ``rater_id`` in the study ``slug`` in one statement, with its
+def participation_of(*, slug: str, rater_id: int | None = None, user_id: int | None = None) -> Participation | None:
+    """The participation in the study ``slug`` of rater ``rater_id`` (a crowd browser) or of the
+    rater of user ``user_id`` (a login; its lowest rater id if several), in one statement, with its
     rater, study, the study's quality policy and ``participation.standing`` (an unsaved pending
-    RaterStanding when nobody decided yet); None when the rater has not entered that study."""
-    if connection.vendor not in _PARTICIPATION_SQL:
+    RaterStanding when nobody decided yet); None when that rater has not entered the study."""
+    who = "rater" if rater_id is not None else "user"
+    key = (connection.vendor, who)
+    if key not in _PARTICIPATION_SQL:
         quote = connection.ops.quote_name
         table = lambda model: quote(model._meta.db_table)  # noqa: E731
-        _PARTICIPATION_SQL[connection.vendor] = (
+        where = "p.rater_id = %(who)s" if who == "rater" else "r.user_id = %(who)s"
+        _PARTICIPATION_SQL[key] = (
             f"SELECT {_PARTICIPATION.columns()}, (SELECT st.{quote('state')} FROM {table(RaterStanding)} st "
             f"WHERE st.study_id = p.study_id AND st.rater_id = p.rater_id) "
             f"FROM {table(Participation)} p JOIN {table(Rater)} r ON r.id = p.rater_id "
             f"JOIN {table(Study)} s ON s.id = p.study_id LEFT JOIN {table(QualityPolicy)} q ON q.study_id = s.id "
-            f"WHERE s.slug = %(slug)s AND p.rater_id = %(rater)s"
+            f"WHERE s.slug = %(slug)s AND {where} ORDER BY p.rater_id LIMIT 1"
         )
     with connection.cursor() as cursor:
-        cursor.execute(_PARTICIPATION_SQL[connection.vendor], {"slug": slug, "rater": rater_id})
+        cursor.execute(_PARTICIPATION_SQL[key], {"slug": slug, "who": rater_id if who == "rater" else user_id})
         row = cursor.fetchone()
     if row is None:
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,7 +15,7 @@ from django.utils.http import http_date
 from django.views.decorators.http import require_http_methods, require_POST
 
 from raters.gold import completion_allowed, qualification_status
-from raters.models import QualificationAttempt, Rater, RaterStanding
+from raters.models import QualificationAttempt, Rater
 from tasks import crowd, protocols
 from tasks.assignment import (
     AssignmentUnavailable,
@@ -53,17 +53,7 @@ def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Stu
     if rater_id is not None:
         participation = participation_of(slug=slug, rater_id=rater_id)
     elif request.user.is_authenticated:
-        participation = (
-            Participation.objects.select_related("rater", "study", "study__quality_policy")
-            .filter(study__slug=slug, rater__user=request.user)
-            .annotate(standing_state=Subquery(RaterStanding.objects.filter(
-                study_id=OuterRef("study_id"), rater_id=OuterRef("rater_id")).values("state")[:1]))
-            .order_by("rater_id")
-            .first()
-        )
-        if participation is not None:  # no standing row: nobody decided yet (pending)
-            participation.standing = RaterStanding(study=participation.study, rater=participation.rater,
-                                                   state=participation.standing_state or RaterStanding.State.PENDING)
+        participation = participation_of(slug=slug, user_id=request.user.pk)
     if participation is not None:
         return participation.study, participation
     return get_object_or_404(Study, slug=slug), None

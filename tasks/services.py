@@ -357,11 +357,8 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[
         rating.created_now = True
         assignment.state, assignment.completed_at = Assignment.State.DONE, now
     screen.next_leased = next_leased
-    if count:
-        if counted is None:  # no schedule row yet: created on the next count
-            study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered))
-        else:
-            study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
-                                 counted=counted)
+    if count:  # counted is None when the study has no schedule row yet: the tick creates it
+        study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
+                             counted=counted)
     return ratings
 

@@ -103,3 +103,18 @@ def test_a_participation_comes_with_rater_study_policy_and_standing_in_one_state
     participation_get_or_create(rater=rater, study=other)
     with django_assert_num_queries(1):  # no policy: known missing, the defaults apply without a query
         assert QualityPolicy.for_study(participation_of(slug=other.slug, rater_id=rater.pk).study).pk is None
+
+
+def test_a_logged_in_rater_s_participation_is_found_by_their_user(django_assert_num_queries):
+    from tasks.assignment import participation_get_or_create, participation_of
+    from tests.factories import make_user
+
+    study = make_study()
+    user = make_user()
+    rater = make_rater(user=user)
+    assert participation_of(slug=study.slug, user_id=user.pk) is None
+    participation = participation_get_or_create(rater=rater, study=study)
+    with django_assert_num_queries(1):
+        got = participation_of(slug=study.slug, user_id=user.pk)
+        assert got.pk == participation.pk and got.rater.user_id == user.pk and got.standing.state == "pending"
+    assert participation_of(slug=study.slug, user_id=make_user().pk) is None  # another login: not theirs
