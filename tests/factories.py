@@ -85,3 +85,14 @@ def make_attention_check(item: Item, *, instruction: str = "Please choose 0.5 fo
         study=item.study, item=item, instruction=instruction, expected_values=expected or {"SC": 0.5},
         after_items=after_items,
     )
+
+
+def crowd_enter(client, study: Study, pid: str = "P1") -> str:
+    """A Prolific worker who entered ``study``, consented and read the instructions (Django test
+    client); returns the URL of their first screen."""
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID={pid}")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    client.post(f"/s/{study.slug}/instructions")
+    response = client.get(f"/s/{study.slug}/rate")
+    assert response.status_code == 302, response.status_code
+    return response.url

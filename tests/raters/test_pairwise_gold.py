@@ -14,7 +14,7 @@ from tasks.assignment import assignment_batch_claim
 from tasks.models import Assignment, Comparison, ComparisonGold, Rating
 from tasks.services import rating_submit
 from tasks.study_services import study_clone
-from tests.factories import make_comparison, make_item, make_rater, make_study, make_user
+from tests.factories import crowd_enter, make_comparison, make_rater, make_study, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -123,15 +123,6 @@ def _img_order(html: str) -> list[str]:
     return re.findall(r"/img/(\w+)/768 1x", html)
 
 
-def _enter(client, study, pid):
-    client.get(f"/s/{study.slug}/start?PROLIFIC_PID={pid}")
-    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
-    client.post(f"/s/{study.slug}/instructions")
-    response = client.get(f"/s/{study.slug}/rate")
-    assert response.status_code == 302
-    return response.url
-
-
 def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens_whatever_the_sides(client):
     """End to end: the rater works through the rating views; on the gold screens they pick the
     output that is item A wherever it was shown; a careless rater always picks the left one."""
@@ -146,7 +137,7 @@ def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens
 
     def work(pid, choose):
         client.cookies.clear()
-        url = _enter(client, study, pid)
+        url = crowd_enter(client, study, pid)
         assignments = Assignment.objects.filter(rater__external_id=pid)
         gold_assignments = list(assignments.filter(comparison_id__in=gold_ids).order_by("position"))
         assert len(gold_assignments) == 2 and assignments.count() == 4

@@ -114,10 +114,11 @@ def test_a_crowd_browser_is_known_by_a_signed_cookie_that_cannot_be_edited(clien
 
     victim = Rater.objects.create(platform="prolific", external_id="victim")
     Participation.objects.create(rater=victim, study=study, seed=1)
-    value = client.cookies["crowd_raters"].value
-    payload, _, signature = value.rpartition(":")
-    client.cookies["crowd_raters"] = value.replace(str(first.pk), str(victim.pk)) if str(first.pk) in value else (
-        f"{payload}x:{signature}")
+    payload, signature = client.cookies["crowd_raters"].value.split(":", 1)
+    forged = signing.dumps({study.slug: victim.pk}, salt="tasks.crowd.raters").split(":", 1)[0]
+    client.cookies["crowd_raters"] = f"{forged}:{signature}"  # the victim's payload, the old signature
     assert client.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 403
     client.cookies["crowd_raters"] = signing.dumps({study.slug: victim.pk}, salt="another-salt")
     assert client.get(f"/s/{study.slug}/rate").status_code == 403
+    client.cookies["crowd_raters"] = f"{payload}:{signature}"  # the genuine cookie still works
+    assert client.get(f"/s/{study.slug}/rate").status_code == 302

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from tasks.models import Assignment, ConditionImage, GoldAnswer, Participation, Rating, Study
 from tasks.images import store_image
-from tests.factories import make_instance, make_item, make_rater, make_study, make_user, png_bytes
+from tests.factories import crowd_enter, make_instance, make_item, make_rater, make_study, make_user, png_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -17,16 +17,6 @@ def _study(n_items=3, **fields):
     for m in range(n_items):
         make_item(study, instance=instance, model=f"M{m}")
     return study
-
-
-def _ready(client, study, pid="P1"):
-    """A Prolific worker who consented and read the instructions; returns the first screen URL."""
-    client.get(f"/s/{study.slug}/start?PROLIFIC_PID={pid}")
-    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
-    client.post(f"/s/{study.slug}/instructions")
-    response = client.get(f"/s/{study.slug}/rate")
-    assert response.status_code == 302
-    return response.url
 
 
 def _fields(response):
@@ -47,7 +37,7 @@ def test_a_rater_must_consent_before_seeing_instructions_and_items(client):
 
 def test_a_screen_shows_keys_for_every_choice_and_the_progress(client):
     study = _study()
-    page = client.get(_ready(client, study))
+    page = client.get(crowd_enter(client, study))
     html = page.content.decode()
     assert "1 of 3" in html
     assert html.count('data-key="') == 6  # SC and PQ, three choices each
@@ -68,7 +58,7 @@ def test_a_likert_scale_of_any_length_has_a_key_for_every_choice_and_says_how_to
     study = make_study(protocol="evalmi", task_type="counting", units_per_session=1,
                        settings={"likert_min": likert[0], "likert_max": likert[1], "qa": False, "images_per_trial": 1})
     make_item(study)
-    html = client.get(_ready(client, study)).content.decode()
+    html = client.get(crowd_enter(client, study)).content.decode()
     perception = html[html.index("Perception"):html.index("Correspondence")]
     assert re.findall(r'data-key="([^"]*)"', perception) == keys
     assert re.findall(r"<kbd[^>]*>([^<]*)</kbd>", perception) == keys  # every key shown on its choice
@@ -80,7 +70,7 @@ def test_a_likert_scale_of_any_length_has_a_key_for_every_choice_and_says_how_to
 
 def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     fields = _fields(client.get(url))
     response = client.post(url, {fields[0]: "0.5", fields[1]: "1"})  # PQ, SC
     assert response.status_code == 302
@@ -91,7 +81,7 @@ def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client)
 
 def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_and_nothing_is_stored(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     missing = client.post(url, {sc: "1"})
     assert missing.status_code == 422 and b"Perceptual quality (PQ) is missing" in missing.content
@@ -103,7 +93,7 @@ def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_
 
 def test_submitting_the_same_screen_twice_stores_one_rating(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     client.post(url, {sc: "1", pq: "1"})
     client.post(url, {sc: "1", pq: "1"})
@@ -113,9 +103,9 @@ def test_submitting_the_same_screen_twice_stores_one_rating(client):
 
 def test_an_item_of_another_rater_cannot_be_rated(client):
     study = _study()
-    url = _ready(client, study, pid="P1")
+    crowd_enter(client, study, pid="P1")
     other = client.__class__()
-    _ready(other, study, pid="P2")
+    crowd_enter(other, study, pid="P2")
     mine = Assignment.objects.get(rater__external_id="P1", position=0)
     theirs_position = Assignment.objects.filter(rater__external_id="P2").first().position
     response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {f"a{mine.pk}-SC": "1"})
@@ -125,7 +115,7 @@ def test_an_item_of_another_rater_cannot_be_rated(client):
 
 def test_a_study_closed_while_rating_refuses_the_submit(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     Study.objects.filter(pk=study.pk).update(state=Study.State.CLOSED)
     response = client.post(url, {sc: "1", pq: "1"})
@@ -135,7 +125,7 @@ def test_a_study_closed_while_rating_refuses_the_submit(client):
 
 def test_the_htmx_submit_swaps_in_the_next_screen_and_pushes_its_url(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     response = client.post(url, {sc: "1", pq: "1"}, headers={"HX-Request": "true"})
     assert response.status_code == 200
@@ -146,7 +136,7 @@ def test_the_htmx_submit_swaps_in_the_next_screen_and_pushes_its_url(client):
 
 def test_the_last_screen_leads_to_the_completion_page_with_the_code(client):
     study = _study(n_items=1, completion_code="THANKS-42")
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     done = client.post(url, {sc: "0", pq: "0.5"}, follow=True)
     assert b"THANKS-42" in done.content
@@ -155,7 +145,7 @@ def test_the_last_screen_leads_to_the_completion_page_with_the_code(client):
 
 def test_going_back_shows_the_earlier_answers_and_a_change_keeps_the_history(client):
     study = _study()
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     pq, sc = _fields(client.get(url))
     client.post(url, {sc: "1", pq: "1"})
     again = client.get(url)
@@ -166,7 +156,7 @@ def test_going_back_shows_the_earlier_answers_and_a_change_keeps_the_history(cli
 
 def test_a_gold_item_looks_like_any_other_item(client):
     study = _study(n_items=2)
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     first = client.get(url).content.decode()
     assignment = Assignment.objects.filter(position=0).get()
     GoldAnswer.objects.create(item=assignment.item, values={"SC": 1, "PQ": 1}, note="obviously right")
@@ -178,7 +168,7 @@ def test_a_gold_item_looks_like_any_other_item(client):
 
 def test_checklist_mode_derives_sc_as_the_minimum_over_conditions_and_stores_both(client):
     study = _study(n_items=1, task_type="subject_driven_generation", settings={"checklist_mode": True})
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     fields = _fields(client.get(url))
     assert [f.split("-", 1)[1] for f in fields] == ["c-artifacts", "c-objects", "c-prompt", "c-subject_1", "c-unusual"]
     prefix = fields[0].split("-")[0]
@@ -194,13 +184,13 @@ def test_the_mask_guided_layout_shows_the_source_with_the_mask_over_it(client):
     instance = study.instances.get()
     ConditionImage.objects.create(instance=instance, role="source", image=store_image(png_bytes((10, 10, 10))))
     ConditionImage.objects.create(instance=instance, role="mask", image=store_image(png_bytes((255, 255, 255))))
-    html = client.get(_ready(client, study)).content.decode()
+    html = client.get(crowd_enter(client, study)).content.decode()
     assert "Edit instruction" in html and "Region to edit (mask)" in html and 'class="mask"' in html
 
 
 def test_the_next_screens_images_are_preloaded(client):
     study = _study()
-    html = client.get(_ready(client, study)).content.decode()
+    html = client.get(crowd_enter(client, study)).content.decode()
     second = Assignment.objects.get(position=1).item.image.sha256
     assert re.search(rf'class="preload" hidden><img src="/img/{second}/768"', html)
 
@@ -223,7 +213,7 @@ def test_a_blocked_rater_is_told_so(client):
 
 def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_headers(client):
     study = _study(n_items=1)
-    _ready(client, study)  # a rater with an assignment in the study
+    crowd_enter(client, study)  # a rater with an assignment in the study
     item = study.items.get()
     url = reverse("rating:image", args=[item.image.sha256, 160])
     first = client.get(url)
@@ -239,7 +229,7 @@ def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_head
 
 def test_an_image_is_checked_with_one_query_whatever_the_number_of_studies(client, django_assert_num_queries):
     study = _study(n_items=1)
-    _ready(client, study)
+    crowd_enter(client, study)
     for _ in range(3):  # more studies, raters and images do not add queries
         make_item(_study(n_items=1))
     url = reverse("rating:image", args=[study.items.get().image.sha256, 160])
@@ -267,9 +257,9 @@ def test_images_are_served_only_to_those_who_may_see_them(client):
         return {c.get(url).status_code for url in urls}
 
     assert statuses(client) == {404}  # anonymous outsider who learnt the hashes
-    _ready(client, other, pid="OTHER1")  # a rater, but of another study
+    crowd_enter(client, other, pid="OTHER1")  # a rater, but of another study
     assert statuses(client) == {404}
-    _ready(client, study, pid="OTHER1")  # the same browser joins this study and gets work in it
+    crowd_enter(client, study, pid="OTHER1")  # the same browser joins this study and gets work in it
     assert statuses(client) == {200}
     for user, expected in ((stranger, {404}), (owner, {200}), (admin, {200})):
         client.logout()
@@ -284,7 +274,7 @@ def test_a_pairwise_screen_keeps_its_recorded_sides_on_reload_and_stores_them(cl
     instance = make_instance(study)
     a, b = make_item(study, instance=instance, model="A"), make_item(study, instance=instance, model="B")
     Comparison.objects.create(study=study, item_a=a, item_b=b)
-    url = _ready(client, study)
+    url = crowd_enter(client, study)
     order = lambda html: re.findall(r'/img/(\w+)/768 1x', html)  # noqa: E731
     first = order(client.get(url).content.decode())
     assert first == order(client.get(url).content.decode()) and len(first) == 2
