@@ -613,15 +613,6 @@ def screen_place(*, rater: Rater, study: Study, screen: Screen) -> Screen:
     return screen
 
 
-def neighbour_position(*, rater: Rater, study: Study, position: int, step: int) -> int | None:
-    """The live position just before (step −1) or after (step +1) ``position``."""
-    live = _live(rater, study)
-    if step < 0:
-        return live.filter(position__lt=position).aggregate(p=Max("position"))["p"]
-    following = live.filter(position__gt=position).order_by("position").values_list("position", flat=True)
-    return following.first()
-
-
 def assignments_touch(*, rater: Rater, study: Study, now: datetime | None = None) -> None:
     """Extend the leases of the rater's open assignments: they are active."""
     now = now or timezone.now()
@@ -687,13 +678,5 @@ def screen_shown(*, rater: Rater, screen: Screen, now: datetime | None = None) -
         )
         for assignment in leased:
             assignment.lease_expires_at = until
-    for assignment in screen.assignments:
-        assignment.shown_at = now
-
-
-def screen_mark_shown(*, screen: Screen, now: datetime | None = None) -> None:
-    """Record the render time: time on item runs from here to the submit (server side)."""
-    now = now or timezone.now()
-    Assignment.objects.filter(pk__in=[a.pk for a in screen.assignments]).update(shown_at=now)
     for assignment in screen.assignments:
         assignment.shown_at = now
