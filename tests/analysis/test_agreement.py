@@ -206,3 +206,39 @@ def test_count_patterns_equal_numpy_row_unique():
         patterns, frequency = _patterns(counts)
         expected, expected_frequency = np.unique(counts, axis=0, return_counts=True)
         assert np.array_equal(patterns, expected) and np.array_equal(frequency, expected_frequency)
+
+
+@pytest.mark.parametrize("shared_cells", [8_000_000, 2_000])  # one product, or batches of a few groups
+def test_a_batch_of_groups_gets_the_replicates_each_group_would_get_alone(monkeypatch, shared_cells):
+    from analysis import agreement
+
+    monkeypatch.setattr(agreement, "_SHARED_CELLS", shared_cells)
+    rng = np.random.default_rng(12)
+    batch = agreement._ReplicateBatch(300, 3)
+    expected, slots = [], []
+    for units, values in [(200, 4), (200, 3), (150, 4), (200, 5), (2000, 2)]:  # the last: few patterns
+        counts = np.zeros((units, values))
+        for u in range(units):
+            counts[u] = np.bincount(rng.integers(0, values, rng.integers(1, 7)), minlength=values)
+        patterns, frequency = agreement._patterns(counts)
+        expected.append(agreement._weighted_sums(patterns, agreement._bootstrap_weights(frequency, 300, 3)))
+        slots.append(batch.add(patterns, frequency))
+    batch.run()
+    for want, slot in zip(expected, slots):
+        assert slot[0].shape == want.shape
+        np.testing.assert_allclose(slot[0], want, rtol=1e-12, atol=1e-9)
+
+
+def test_kappa_from_the_coincidence_row_sums_equals_fleiss_from_the_counts():
+    from analysis.agreement import fleiss_kappa
+
+    rng = np.random.default_rng(13)
+    for _ in range(20):
+        data = rng.integers(1, 5, size=(rng.integers(3, 8), 60)).astype(float)
+        data[rng.random(data.shape) < 0.25] = np.nan
+        counts, _ = _unit_counts(data)
+        counts = counts[counts.sum(axis=1) >= 2]
+        m = counts.sum(axis=1)
+        p_bar = (((counts**2).sum(axis=1) - m) / (m * (m - 1))).mean()
+        p_e = ((counts.sum(axis=0) / m.sum()) ** 2).sum()
+        assert fleiss_kappa(data).value == pytest.approx((p_bar - p_e) / (1 - p_e), abs=1e-12)
