@@ -73,17 +73,19 @@ def screen_observers(
         frame, codes = frame[codes >= 0], codes[codes >= 0]
     codes = pd.factorize(codes)[0]
     values = frame[score].to_numpy(float)
+    # per-item statistics stay per item (50,400 at EvalMi scale); only the mean and the threshold
+    # are spread over the ratings
     n_item = np.bincount(codes).astype(float)
-    mean = (np.bincount(codes, weights=values) / n_item)[codes]
-    deviation = values - mean
-    m2 = (np.bincount(codes, weights=deviation**2) / n_item)[codes]
-    m4 = (np.bincount(codes, weights=deviation**4) / n_item)[codes]
+    item_mean = np.bincount(codes, weights=values) / n_item
+    deviation = values - item_mean[codes]
+    m2 = np.bincount(codes, weights=deviation**2) / n_item
+    m4 = np.bincount(codes, weights=deviation**4) / n_item
     with np.errstate(divide="ignore", invalid="ignore"):
-        std = np.sqrt(m2 * n_item[codes] / (n_item[codes] - 1))  # ddof 1; NaN for a single rating
-    with np.errstate(divide="ignore", invalid="ignore"):
+        std = np.sqrt(m2 * n_item / (n_item - 1))  # ddof 1; NaN for a single rating
         beta2 = np.where(m2 > 0, m4 / m2**2, np.nan)
     normal = (beta2 >= NORMAL_KURTOSIS[0]) & (beta2 <= NORMAL_KURTOSIS[1])
-    threshold = np.where(normal, 2.0, np.sqrt(20.0)) * std
+    item_threshold = np.where(normal, 2.0, np.sqrt(20.0)) * std
+    threshold = item_threshold[codes]
 
     above = deviation > threshold  # NaN threshold compares False
     below = deviation < -threshold
@@ -112,8 +114,8 @@ def screen_observers(
     first = np.full(len(n_item), -1)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # each item's first rating (codes follow appearance)
     item_table = pd.DataFrame({
-        **{k: frame[k].to_numpy()[first] for k in keys},
-        "mean": mean[first], "std": std[first], "beta2": beta2[first], "threshold": threshold[first],
+        **{k: frame[k].iloc[first].to_numpy() for k in keys},  # take first: a categorical's to_numpy is per row
+        "mean": item_mean, "std": std, "beta2": beta2, "threshold": item_threshold,
     })
     return ScreeningResult(per_rater, item_table)
 
