@@ -220,68 +220,105 @@ def _tied_pairs(g_sorted: np.ndarray, start: np.ndarray, n_groups: int) -> np.nd
     return np.bincount(g_sorted[first], weights=length * (length - 1) / 2, minlength=n_groups)
 
 
+# A side with few distinct values (a Likert rating, one rater's z-scores) is ranked by counting
+# (group, value) cells instead of sorting, while the cells stay this many per pair or fewer (plus
+# a small allowance).
+_CELLS_PER_PAIR = 4
+_CELLS_ALLOWANCE = 1024
+
+
 class _SortedPairs:
-    """The pairs sorted by (group, x, y) and by (group, y, x), with what both orders give:
-    average ranks (Spearman), constant sides, ties and discordant pairs (Kendall tau-b)."""
+    """The pairs sorted by (group, many, few) where ``few`` is the side with fewer distinct values:
+    average ranks (Spearman), constant sides, ties and discordant pairs (Kendall tau-b).
+
+    The ``few`` side is ranked by counting its (group, value) cells when there are not many more
+    cells than pairs (a Likert rating: 5 values per group), so one sort serves both sides; else it
+    gets a sort of its own. Either way the ranks, ties and discordant pairs are the same numbers
+    (integer counts and half-integer ranks, exact in floats)."""
 
     def __init__(self, g: np.ndarray, codes, n_groups: int) -> None:
         self.g, self.n_groups = g, n_groups
         (x_code, n_x), (y_code, n_y) = codes
-        if n_groups * n_x * n_y < 2**62:
-            self.by_x = np.argsort((g * n_x + x_code) * n_y + y_code)
-            self.by_y = np.argsort((g * n_y + y_code) * n_x + x_code)
+        swap = n_y < n_x  # rank the side with fewer distinct values by counting
+        (few, n_few), (many, n_many) = ((y_code, n_y), (x_code, n_x)) if swap else ((x_code, n_x), (y_code, n_y))
+        if n_groups * n_many * n_few < 2**62:
+            self.order = np.argsort((g * n_many + many) * n_few + few)
         else:  # astronomically many values: lexsort is slower but cannot overflow
-            self.by_x = np.lexsort((y_code, x_code, g))
-            self.by_y = np.lexsort((x_code, y_code, g))
-        self.gx, self.gy = g[self.by_x], g[self.by_y]
-        self.x_rank, self.x_dense, self.x_runs = self._ranks(self.gx, x_code[self.by_x], self.by_x)
-        self.y_rank, self.y_dense, self.y_runs = self._ranks(self.gy, y_code[self.by_y], self.by_y)
-        self.x_sorted_y = y_code[self.by_x]  # y in (group, x, y) order, for the joint ties
-        self.constant_x = self._group_max(self.gx, self.x_dense[self.by_x]) == 0
-        self.constant_y = self._group_max(self.gy, self.y_dense[self.by_y]) == 0
-
-    def _ranks(self, g_sorted, code_sorted, order):
-        """Average ranks (1-based, scipy's rankdata) and dense 0-based codes within each group,
-        both in the caller's original order, and the run starts in sorted order."""
-        group_start = _run_starts(g_sorted)
-        runs = _run_starts(g_sorted, code_sorted)
-        group_first = _first_of_run(group_start)
-        run_first = np.flatnonzero(runs)
-        run_last = np.r_[run_first[1:], len(runs)] - 1
-        run_rank = (run_first + run_last) / 2.0 + 1.0 - group_first[run_first]
-        rank = np.empty(len(runs))
-        rank[order] = np.repeat(run_rank, run_last - run_first + 1)
-        dense_sorted = np.cumsum(runs) - 1
-        dense = np.empty(len(runs), np.int64)
-        dense[order] = dense_sorted - dense_sorted[group_first]
-        return rank, dense, runs
-
-    def _group_max(self, g_sorted, values_sorted):
-        out = np.zeros(self.n_groups, np.int64)
-        first = np.flatnonzero(_run_starts(g_sorted))
-        out[g_sorted[first]] = np.maximum.reduceat(values_sorted, first)
-        return out
+            self.order = np.lexsort((few, many, g))
+        self.g_sorted = g[self.order]
+        many_rank, many_dense, many_runs = _ranks(self.g_sorted, many[self.order], self.order)
+        many_constant = _group_max(self.g_sorted, many_dense[self.order], n_groups) == 0
+        many_ties = _tied_pairs(self.g_sorted, many_runs, n_groups)
+        few_sorted = few[self.order]
+        joint = many_runs.copy()  # runs of equal (group, many, few): pairs tied on both sides
+        joint[1:] |= few_sorted[1:] != few_sorted[:-1]
+        self.joint_ties = _tied_pairs(self.g_sorted, joint, n_groups)
+        if n_groups * n_few <= _CELLS_PER_PAIR * len(g) + _CELLS_ALLOWANCE:
+            few_rank, few_dense, few_constant, few_ties = _counted_ranks(g, few, n_groups, n_few)
+        else:
+            by_few = np.argsort(g * n_few + few)
+            g_by_few = g[by_few]
+            few_rank, few_dense, few_runs = _ranks(g_by_few, few[by_few], by_few)
+            few_constant = _group_max(g_by_few, few_dense[by_few], n_groups) == 0
+            few_ties = _tied_pairs(g_by_few, few_runs, n_groups)
+        self.few_dense_sorted = few_dense[self.order]  # the few side read in (group, many, few) order
+        (self.x_rank, self.constant_x, self.x_ties), (self.y_rank, self.constant_y, self.y_ties) = (
+            ((many_rank, many_constant, many_ties), (few_rank, few_constant, few_ties)) if swap
+            else ((few_rank, few_constant, few_ties), (many_rank, many_constant, many_ties)))
 
     def kendall_tau_b(self) -> np.ndarray:
         """tau-b per group as scipy.stats.kendalltau computes it: (pairs - x ties - y ties +
         joint ties - 2 discordant) / sqrt(pairs - x ties) / sqrt(pairs - y ties)."""
         n_groups = self.n_groups
-        x_ties = _tied_pairs(self.gx, self.x_runs, n_groups)
-        y_ties = _tied_pairs(self.gy, self.y_runs, n_groups)
-        joint = self.x_runs.copy()
-        joint[1:] |= self.x_sorted_y[1:] != self.x_sorted_y[:-1]
-        joint_ties = _tied_pairs(self.gx, joint, n_groups)
-        # Discordant pairs are the strict inversions of one side read in the other side's order;
-        # the side with fewer distinct values needs fewer bit levels (a Likert rating: 3 bits).
-        if self.x_dense.max(initial=0) <= self.y_dense.max(initial=0):
-            discordant = _grouped_inversions(self.gy, self.x_dense[self.by_y], n_groups)
-        else:
-            discordant = _grouped_inversions(self.gx, self.y_dense[self.by_x], n_groups)
+        # Discordant pairs are the strict inversions of one side read in the other side's order (ties
+        # on the other side come in increasing order, so they count nothing); the side with fewer
+        # distinct values needs fewer passes (a Likert rating: 4).
+        discordant = _grouped_inversions(self.g_sorted, self.few_dense_sorted, n_groups)
         n = np.bincount(self.g, minlength=n_groups).astype(float)
         total = n * (n - 1) / 2
         with np.errstate(divide="ignore", invalid="ignore"):
-            tau = (total - x_ties - y_ties + joint_ties - 2 * discordant) / np.sqrt(total - x_ties) / np.sqrt(total - y_ties)
+            tau = ((total - self.x_ties - self.y_ties + self.joint_ties - 2 * discordant)
+                   / np.sqrt(total - self.x_ties) / np.sqrt(total - self.y_ties))
         return np.clip(tau, -1.0, 1.0)
+
+
+def _ranks(g_sorted, code_sorted, order):
+    """Average ranks (1-based, scipy's rankdata) and dense 0-based codes within each group, both in
+    the caller's original order, and the run starts in sorted order."""
+    group_start = _run_starts(g_sorted)
+    runs = _run_starts(g_sorted, code_sorted)
+    group_first = _first_of_run(group_start)
+    run_first = np.flatnonzero(runs)
+    run_last = np.r_[run_first[1:], len(runs)] - 1
+    run_rank = (run_first + run_last) / 2.0 + 1.0 - group_first[run_first]
+    rank = np.empty(len(runs))
+    rank[order] = np.repeat(run_rank, run_last - run_first + 1)
+    dense_sorted = np.cumsum(runs) - 1
+    dense = np.empty(len(runs), np.int64)
+    dense[order] = dense_sorted - dense_sorted[group_first]
+    return rank, dense, runs
+
+
+def _counted_ranks(g, code, n_groups, n_values):
+    """:func:`_ranks` (and the constant groups and tied pairs) without sorting, from the count of
+    every (group, value) cell: a value's average rank in its group is the number of smaller values
+    plus (its count + 1) / 2."""
+    cell = g * n_values + code
+    count = np.bincount(cell, minlength=n_groups * n_values).reshape(n_groups, n_values)
+    below = np.cumsum(count, axis=1) - count
+    rank = (below + (count + 1) / 2.0).ravel()[cell]
+    present = count > 0
+    dense = (np.cumsum(present, axis=1) - 1).ravel()[cell]
+    constant = present.sum(axis=1) <= 1
+    ties = (count * (count - 1) // 2).sum(axis=1).astype(float)
+    return rank, dense, constant, ties
+
+
+def _group_max(g_sorted, values_sorted, n_groups):
+    out = np.zeros(n_groups, np.int64)
+    first = np.flatnonzero(_run_starts(g_sorted))
+    out[g_sorted[first]] = np.maximum.reduceat(values_sorted, first)
+    return out
 
 
 def _grouped_pearson(g: np.ndarray, x: np.ndarray, y: np.ndarray, n_groups: int) -> np.ndarray:

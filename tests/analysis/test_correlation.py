@@ -168,3 +168,27 @@ def test_grouped_correlations_explain_undefined_groups_like_sample_correlations(
         "only 0 paired samples: need at least 3",
     ]
     assert np.isnan(result.krcc).all()
+
+
+@pytest.mark.parametrize("counting", [True, False])
+def test_grouped_correlations_rank_the_side_with_few_values_by_counting_or_sorting_alike(monkeypatch, counting):
+    from scipy import stats
+
+    from analysis import correlation
+
+    if not counting:  # no cells allowed: the few-valued side gets its own sort
+        monkeypatch.setattr(correlation, "_CELLS_PER_PAIR", 0)
+        monkeypatch.setattr(correlation, "_CELLS_ALLOWANCE", -1)
+    rng = np.random.default_rng(9)
+    groups = rng.integers(0, 40, 3000)
+    likert = rng.integers(1, 6, 3000).astype(float)
+    continuous = np.round(likert + rng.normal(0, 1.5, 3000), 6)  # within the 9-decimal snapping
+    continuous[rng.random(3000) < 0.05] = np.nan
+    for x, y in ((likert, continuous), (continuous, likert), (likert, np.round(continuous))):
+        result = correlation.grouped_correlations(groups, x, y, n_groups=41)  # group 40: no pairs
+        assert np.isnan(result.srcc[40]) and result.reason[40]
+        for g in range(40):
+            keep = (groups == g) & np.isfinite(x) & np.isfinite(y)
+            assert result.srcc[g] == pytest.approx(stats.spearmanr(x[keep], y[keep])[0], abs=1e-12)
+            assert result.krcc[g] == pytest.approx(stats.kendalltau(x[keep], y[keep])[0], abs=1e-12)
+            assert result.plcc[g] == pytest.approx(stats.pearsonr(x[keep], y[keep])[0], abs=1e-12)
