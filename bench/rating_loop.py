@@ -39,6 +39,7 @@ SLUG = "bench-loop"
 RATERS_PER_ITEM = 3
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 _FIELD = re.compile(r'name="(a\d+)-SC"')
+_SHOWN = re.compile(r'name="shown" value="([^"]*)"')
 _H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.S)
 
 
@@ -144,7 +145,8 @@ async def rate_loop(client: Client, stats: Stats, deadline: float, think: float,
             heading = _H1.search(r.text)
             stats.error(f"page without a rating form: {heading.group(1).strip() if heading else path}")
             return
-        form = {"csrfmiddlewaretoken": token.group(1)}
+        shown = _SHOWN.search(r.text)
+        form = {"csrfmiddlewaretoken": token.group(1), "shown": shown.group(1) if shown else ""}
         for prefix in fields:
             form[f"{prefix}-SC"] = rng.choice(["0", "0.5", "1"])
             form[f"{prefix}-PQ"] = rng.choice(["0", "0.5", "1"])
@@ -159,7 +161,8 @@ async def rate_loop(client: Client, stats: Stats, deadline: float, think: float,
         await pause()
 
 
-async def run_raters(port: int, names: list[str], seconds: float, think: float) -> tuple[Stats, float]:
+async def run_raters(port: int, names: list[str], seconds: float, think: float,
+                     meter: CpuMeter | None = None) -> tuple[Stats, float]:
     stats = Stats()
     clients = [Client(HOST, port) for _ in names]
     arrivals = Stats()
@@ -167,6 +170,8 @@ async def run_raters(port: int, names: list[str], seconds: float, think: float) 
     if not all(entered):
         raise RuntimeError(f"raters could not enter the study: {arrivals.errors}")
     stats.by_kind["claim"] = arrivals.by_kind.get("claim", [])
+    if meter:
+        meter.start()
     start = time.monotonic()
     deadline = start + seconds
 
@@ -177,11 +182,15 @@ async def run_raters(port: int, names: list[str], seconds: float, think: float) 
         await rate_loop(client, stats, deadline, think, rng)
 
     await asyncio.gather(*(rater(c, n) for c, n in zip(clients, names)))
+    if meter:
+        meter.stop(len(stats.latencies))
     return stats, time.monotonic() - start
 
 
-async def run_bare(port: int, clients: int, seconds: float) -> tuple[Stats, float]:
+async def run_bare(port: int, clients: int, seconds: float, meter: CpuMeter | None = None) -> tuple[Stats, float]:
     stats = Stats()
+    if meter:
+        meter.start()
     start = time.monotonic()
     deadline = start + seconds
 
@@ -195,7 +204,89 @@ async def run_bare(port: int, clients: int, seconds: float) -> tuple[Stats, floa
             stats.add("bare", r.seconds)
 
     await asyncio.gather(*(loop() for _ in range(clients)))
+    if meter:
+        meter.stop(len(stats.latencies))
     return stats, time.monotonic() - start
+
+
+class CpuMeter:
+    """CPU seconds per request spent by each side of the benchmark, read from /proc: the gunicorn
+    master and workers, the PostgreSQL backends of the benchmark's database plus PostgreSQL's own
+    helpers (WAL writer, checkpointer, …), the Celery worker, and this load generator. Unlike
+    requests/s these barely move with other work on shared cores, so they show what the ratio
+    would be on a machine of our own (``cpu ratio`` = bare CPU per request / rating CPU per request)."""
+
+    GROUPS = ("server", "database", "worker", "loadgen")
+    _BACKEND = re.compile(r"^postgres: (?:[^:]+: )?\S+ (\S+) \S+\(\d+\)")  # "postgres: [cluster: ]user db host(port)"
+
+    def __init__(self, server_pid: int, worker_pid: int | None, database: str):
+        self.server_pid, self.worker_pid, self.database = server_pid, worker_pid, database
+        self.totals = dict.fromkeys(self.GROUPS, 0.0)
+        self.requests = 0
+        self._started: dict[str, float] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def _cpu(self, pid: int) -> float:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / self._tick
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def _tree(self, root: int) -> list[int]:
+        children = []
+        try:
+            with open(f"/proc/{root}/task/{root}/children") as f:
+                children = [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return [root] + [pid for child in children for pid in self._tree(child)]
+
+    def _database_pids(self) -> list[int]:
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    title = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if not title.startswith("postgres: ") and not title.startswith("/usr/lib/postgresql/"):
+                continue
+            backend = self._BACKEND.match(title)
+            # a backend of another database belongs to someone else's work; helpers are shared
+            if backend is None or backend.group(1) == self.database or "autovacuum" in title:
+                pids.append(int(entry))
+        return pids
+
+    def _read(self) -> dict[str, float]:
+        return {
+            "server": sum(self._cpu(pid) for pid in self._tree(self.server_pid)),
+            "database": sum(self._cpu(pid) for pid in self._database_pids()),
+            "worker": sum(self._cpu(pid) for pid in self._tree(self.worker_pid)) if self.worker_pid else 0.0,
+            "loadgen": time.process_time(),
+        }
+
+    def start(self) -> None:
+        self._started = self._read()
+
+    def stop(self, requests: int) -> None:
+        now = self._read()
+        for group in self.GROUPS:
+            self.totals[group] += max(0.0, now[group] - self._started.get(group, now[group]))
+        self.requests += requests
+
+    def per_request_ms(self) -> dict[str, float]:
+        return {group: 1000 * total / max(1, self.requests) for group, total in self.totals.items()}
+
+    def total_ms(self) -> float:
+        return sum(self.per_request_ms().values())
+
+    def describe(self) -> str:
+        parts = self.per_request_ms()
+        return f"{self.total_ms():.2f} ms (" + ", ".join(f"{g} {parts[g]:.2f}" for g in self.GROUPS) + ")"
 
 
 def integrity_check() -> tuple[int, int, int, int]:
@@ -275,11 +366,15 @@ def main() -> int:
                 # Bare and rating phases alternate (``--rounds``) so that a change in the machine's
                 # load (other processes on shared cores) falls on both sides of the ratio.
                 bare, loop, bare_s, loop_s, round_ratios = Stats(), Stats(), 0.0, 0.0, []
+                database = url.rsplit("/", 1)[1]
+                bare_cpu = CpuMeter(server.pid, worker.pid if worker else None, database)
+                loop_cpu = CpuMeter(server.pid, worker.pid if worker else None, database)
                 for _ in range(args.rounds):
                     names = [f"bench{batch}x{i:04d}" for i in range(level)]
                     batch += 1
-                    bare_part, part_s = asyncio.run(run_bare(port, level, args.seconds / args.rounds))
-                    loop_part, part_loop_s = asyncio.run(run_raters(port, names, args.seconds / args.rounds, think=0.0))
+                    bare_part, part_s = asyncio.run(run_bare(port, level, args.seconds / args.rounds, bare_cpu))
+                    loop_part, part_loop_s = asyncio.run(run_raters(port, names, args.seconds / args.rounds, think=0.0,
+                                                                    meter=loop_cpu))
                     bare_s, loop_s = bare_s + part_s, loop_s + part_loop_s
                     round_ratios.append((len(loop_part.latencies) / part_loop_s) / (len(bare_part.latencies) / part_s))
                     for total, part in ((bare, bare_part), (loop, loop_part)):
@@ -299,6 +394,8 @@ def main() -> int:
                       f"{dict(loop.errors) or '-'}{' bare:' + str(bare.errors) if bare.errors else ''}  "
                       f"(rounds {' '.join(f'{r:.2f}' for r in round_ratios)}; "
                       f"arrival claims of {level} raters at once: p95 {percentile(claims, 95) * 1000:.0f} ms)")
+                print(f"{'':>6} CPU per request: bare {bare_cpu.describe()}; rating {loop_cpu.describe()}; "
+                      f"cpu ratio {bare_cpu.total_ms() / loop_cpu.total_ms():.2f}")
                 ok &= not loop.errors and not bare.errors
             names = [f"paced{i:04d}" for i in range(64)]
             paced, paced_s = asyncio.run(run_raters(port, names, max(2 * args.seconds, 20.0), think=args.think))

@@ -286,17 +286,17 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
     schedule row is never locked while a rater's request is in flight. ``counted``: the new
     count when the caller already added the ratings (in the statement that stored them).
     """
-    now = now or timezone.now()
-    rows = QualityRulesSchedule.objects.filter(study_id=study_id)
     if counted is None:
         counted = _schedule_count(study_id, ratings)
     if counted is None:
         QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": ratings})
         counted = ratings
+    if not session_finished and (not every or counted < every):
+        return False  # the common case: nothing more (the queries below are built only when needed)
+    now = now or timezone.now()
+    rows = QualityRulesSchedule.objects.filter(study_id=study_id)
     claim = rows.filter(Q(queued=False) | Q(queued_at__isnull=True) | Q(queued_at__lt=now - STALE_QUEUE))
     if not session_finished:
-        if not every or counted < every:  # the common case: one statement per rating
-            return False
         claim = claim.filter(ratings_since_run__gte=every)
     if not claim.update(queued=True, queued_at=now, ratings_since_run=0):
         return False

@@ -663,18 +663,20 @@ TOUCH_EVERY = timedelta(minutes=2)
 
 
 def screen_shown(*, rater: Rater, screen: Screen, now: datetime | None = None) -> None:
-    """A screen was rendered: record its render time, and extend the rater's leases unless that
-    was done within ``TOUCH_EVERY`` (judged by this screen's own leases). One UPDATE either way."""
+    """A screen was rendered: its render time goes to the screen's assignments in memory (the page
+    carries it back signed, ``tasks.rating_context.shown_stamp``, so time on item needs no write),
+    and the rater's leases are extended unless that was done within ``TOUCH_EVERY`` (judged by
+    this screen's own units). So showing a screen writes nothing, except one UPDATE every few
+    minutes per rater."""
     now = now or timezone.now()
-    pks = [a.pk for a in screen.assignments]
     until = now + lease_length()
     leased = [a for a in screen.assignments if a.state == Assignment.State.LEASED]
-    if leased and all(a.lease_expires_at and a.lease_expires_at > until - TOUCH_EVERY for a in leased):
-        Assignment.objects.filter(pk__in=pks).update(shown_at=now)
-    else:
-        Assignment.objects.filter(Q(state=Assignment.State.LEASED) | Q(pk__in=pks), rater=rater, study=screen.study).update(
-            shown_at=Case(When(pk__in=pks, then=Value(now)), default=F("shown_at")),
-            lease_expires_at=Case(When(state=Assignment.State.LEASED, then=Value(until)), default=F("lease_expires_at")),
+    # Every extension sets all of the rater's leased units to the same time, and a claim gives a
+    # later one, so a recent lease on any unit of this screen (a done one too: completing keeps
+    # its lease time) means all the rater's leases are recent.
+    if not all(a.lease_expires_at and a.lease_expires_at > until - TOUCH_EVERY for a in screen.assignments):
+        Assignment.objects.filter(rater=rater, study=screen.study, state=Assignment.State.LEASED).update(
+            lease_expires_at=until
         )
         for assignment in leased:
             assignment.lease_expires_at = until

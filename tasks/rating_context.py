@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
 
+from django.core import signing
 from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -289,6 +291,27 @@ def screen_images(screen: Screen) -> list[str]:
             if item.image:
                 urls.append(reverse("rating:image", args=[item.image.sha256, 768]))
     return urls
+
+
+_SHOWN = signing.Signer(salt="tasks.rating.shown")
+
+
+def shown_stamp(*, rater_id: int, position: int, at: datetime) -> str:
+    """The render time of a screen for its form (field ``shown``), signed with the rater and the
+    screen's place: the submit counts time on item from it without the render writing anything."""
+    return _SHOWN.sign(f"{rater_id}.{position}.{int(at.timestamp() * 1000)}")
+
+
+def shown_from(post, *, rater_id: int, position: int, now: datetime) -> datetime | None:
+    """The render time a submitted form carries, or None when it is missing, forged, another
+    rater's or another screen's (time on item is then unknown, not guessed)."""
+    try:
+        rater, place, millis = _SHOWN.unsign(post.get("shown", "")).split(".")
+        if int(rater) != rater_id or int(place) != position:
+            return None
+        return min(now, datetime.fromtimestamp(int(millis) / 1000, tz=dt_timezone.utc))
+    except (signing.BadSignature, ValueError, OverflowError, OSError):
+        return None
 
 
 def parse_entries(screen: Screen, post) -> list[dict]:

@@ -31,7 +31,7 @@ from tasks.assignment import (
 )
 from tasks.derivatives import SIZES, derivative_ensure
 from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study
-from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from
+from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from, shown_from, shown_stamp
 from tasks.services import RatingRejected, screen_submit
 
 YEAR = 365 * 24 * 3600
@@ -189,11 +189,13 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
     if post is not None:
         selections_from(view, post)
     back = screen.back
-    screen_shown(rater=rater, screen=screen)
+    now = timezone.now()
+    screen_shown(rater=rater, screen=screen, now=now)
     context = {
         "study": study,
         "view": view,
         "screen": screen,
+        "shown": shown_stamp(rater_id=rater.pk, position=screen.position, at=now),
         "error": error,
         "percent": round(100 * (screen.number - 1) / screen.total),
         "back_url": _unit_url(study, back) if back is not None else "",
@@ -221,6 +223,10 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         return redirect("rating:next", study.slug)
     if request.method == "GET":
         return _render_screen(request, participation, screen)
+    # Time on item counts from the render this form came from (signed in the form, not stored).
+    shown = shown_from(request.POST, rater_id=rater.pk, position=screen.position, now=timezone.now())
+    for assignment in screen.assignments:
+        assignment.shown_at = shown
     try:
         screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST),
                       standing=participation.standing)

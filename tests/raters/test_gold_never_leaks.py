@@ -27,7 +27,7 @@ def _enter(client, study, *, external_id):
 def _normalise(html: str, assignment, item) -> str:
     html = html.replace(f"a{assignment.pk}-", "aID-")
     html = html.replace(item.image.sha256, "SHA")
-    html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', 'name="csrfmiddlewaretoken" value="TOKEN"', html)
+    html = re.sub(r'name="(csrfmiddlewaretoken|shown)" value="[^"]+"', r'name="\1" value="TOKEN"', html)
     return re.sub(r'"X-CSRFToken": "[^"]+"', '"X-CSRFToken": "TOKEN"', html)
 
 

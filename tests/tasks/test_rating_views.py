@@ -71,12 +71,46 @@ def test_a_likert_scale_of_any_length_has_a_key_for_every_choice_and_says_how_to
 def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client):
     study = _study()
     url = crowd_enter(client, study)
-    fields = _fields(client.get(url))
-    response = client.post(url, {fields[0]: "0.5", fields[1]: "1"})  # PQ, SC
+    page = client.get(url)
+    fields = _fields(page)
+    shown = re.search(r'name="shown" value="([^"]+)"', page.content.decode()).group(1)
+    response = client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": shown})  # PQ, SC
     assert response.status_code == 302
     rating = Rating.objects.get()
     assert rating.values == {"SC": 1.0, "PQ": 0.5}
-    assert rating.time_on_item_ms is not None and rating.time_on_item_ms >= 0
+    assert rating.time_on_item_ms is not None and 0 <= rating.time_on_item_ms < 60_000
+
+
+@pytest.mark.parametrize("stamp", ["genuine", "forged", "other rater", "other screen", "missing"])
+def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_counts_as_unknown(client, stamp):
+    """The render writes nothing: its time comes back signed in the form. Only a genuine stamp of
+    this rater and this screen is believed; anything else leaves the time on item unknown."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.models import Participation
+    from tasks.rating_context import shown_stamp
+
+    study = _study()
+    url = crowd_enter(client, study)
+    fields = _fields(client.get(url))
+    participation = Participation.objects.get(study=study)
+    position = int(url.rstrip("/").rsplit("/", 1)[1])
+    earlier = timezone.now() - timedelta(seconds=7)
+    value = {
+        "genuine": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier),
+        "forged": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier)[:-3] + "abc",
+        "other rater": shown_stamp(rater_id=participation.rater_id + 1, position=position, at=earlier),
+        "other screen": shown_stamp(rater_id=participation.rater_id, position=position + 1, at=earlier),
+        "missing": "",
+    }[stamp]
+    assert client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": value}).status_code == 302
+    rating = Rating.objects.get()
+    if stamp == "genuine":
+        assert 7_000 <= rating.time_on_item_ms < 60_000
+    else:
+        assert rating.time_on_item_ms is None
 
 
 def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_and_nothing_is_stored(client):
@@ -161,7 +195,8 @@ def test_a_gold_item_looks_like_any_other_item(client):
     assignment = Assignment.objects.filter(position=0).get()
     GoldAnswer.objects.create(item=assignment.item, values={"SC": 1, "PQ": 1}, note="obviously right")
     gold = client.get(url).content.decode()
-    strip = lambda html: re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"|"X-CSRFToken": "[^"]+"', "", html)  # noqa: E731
+    strip = lambda html: re.sub(  # noqa: E731  (the per-render tokens differ; nothing else may)
+        r'name="(?:csrfmiddlewaretoken|shown)" value="[^"]+"|"X-CSRFToken": "[^"]+"', "", html)
     assert strip(first) == strip(gold)
     assert "obviously right" not in gold
 
