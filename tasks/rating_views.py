@@ -322,6 +322,7 @@ def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
     return images.filter(used).first()
 
 
+@require_http_methods(["GET", "HEAD"])
 def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
     """A stored image, resized (160/384/768 px WebP, rendered once) or full size, for those who may
     see it (see ``_image_for_request``); 404 for everyone else, as for an unknown hash.

@@ -260,6 +260,8 @@ def test_a_derivative_is_rendered_once_and_then_served_from_disk_with_cache_head
     assert client.get(url, headers={"If-None-Match": first["ETag"]}).status_code == 304
     assert client.get(reverse("rating:image", args=[item.image.sha256, 999])).status_code == 404
     assert client.get(reverse("rating:image", args=[item.image.sha256, "full"]))["Content-Type"] == "image/png"
+    assert client.head(url).status_code == 200
+    assert client.post(url).status_code == 405  # images are read, never written through this URL
 
 
 def test_an_image_is_checked_with_one_query_whatever_the_number_of_studies(client, django_assert_num_queries):
