@@ -381,14 +381,17 @@ def _few_rank_inversions(g_sorted: np.ndarray, ranks: np.ndarray, n_groups: int)
     """:func:`_grouped_inversions` when ranks take a handful of values (a Likert rating): for each
     value c, every element equal to c counts the elements before it in its group that are above c
     (one running count per value; fewer passes than the bit levels)."""
-    group_first = _first_of_run(_run_starts(g_sorted))
-    counted = np.zeros(len(ranks))
+    first = np.flatnonzero(_run_starts(g_sorted))
+    total = np.zeros(len(first), np.int64)  # integer counts: exact
     for value in range(int(ranks.max())):
-        above = np.cumsum(ranks > value)
-        before = above - (ranks > value)  # elements above `value` strictly before this one ...
-        before -= before[group_first]  # ... in its own group
-        counted += np.where(ranks == value, before, 0)
-    return np.bincount(g_sorted, weights=counted, minlength=n_groups)
+        above = ranks > value
+        before = np.cumsum(above) - above  # elements above `value` strictly before this one ...
+        equal = ranks == value
+        total += np.add.reduceat(np.where(equal, before, 0), first)
+        total -= np.add.reduceat(equal.astype(np.int64), first) * before[first]  # ... in its own group
+    out = np.zeros(n_groups)
+    out[g_sorted[first]] = total
+    return out
 
 
 def fisher_z_mean(values: Iterable[float | None]) -> float | None:
