@@ -49,7 +49,7 @@ def main() -> int:
             with open(f"/proc/{connection.connection.info.backend_pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / tick
-        profiles = {kind: cProfile.Profile(time.process_time) for kind in ("screen", "submit")}
+        profiles = {kind: cProfile.Profile(time.process_time) for kind in ("screen", "submit", "more")}
         profiling = {"on": False}
 
         def count(execute, sql, params, many, context):
