@@ -22,7 +22,9 @@ its own, and never lists it among the judges.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import json
 import math
 import re
@@ -92,17 +94,41 @@ def fast_insert(model, columns: list[str], rows: list[tuple], *, batch_rows: int
     ``bulk_create`` spends ~100 µs per object building model instances and preparing every field
     of every row; imports of EvalMi-scale data need > 100K rows/s. Here only the per-row
     ``columns`` (field names, already in database form: ids, numbers, strings, JSON text) vary;
+    a field with a database default (``db_default``) is left out and filled by the database;
     every other concrete field gets its default prepared once (``auto_now``/``auto_now_add``
     fields get "now"). No signals are sent, as with bulk_create. Returns the number of rows.
     """
     if not rows:
         return 0
+    with cyclic_gc_paused():
+        return _fast_insert(model, columns, rows, batch_rows=batch_rows)
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused():
+    """Pause Python's cycle collector while hundreds of thousands of row tuples and strings are built.
+
+    Each collection walks every tracked object of the process, and new tuples trigger them ever
+    more often as the row list grows: building 806K Rating rows and their COPY text took 1.7 s and
+    1.3 s with it running, 0.3 s and 0.7 s without (bench.import_speed). Rows hold no reference
+    cycles; the collector runs again as usual afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fast_insert(model, columns: list[str], rows: list[tuple], *, batch_rows: int) -> int:
     now = timezone.now()
     fields = {f.name: f for f in model._meta.concrete_fields}
     per_row = [fields[name] for name in columns]
     constant_fields, constant_values = [], []
     for field in model._meta.concrete_fields:
-        if field.primary_key or field.name in columns:
+        if field.primary_key or field.name in columns or field.has_db_default():
             continue
         if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
             value = now
@@ -298,15 +324,19 @@ def _store_ratings(study: Study, rows: pd.DataFrame, dimensions: list[str], summ
     combinations = [dict(zip(dimensions, matrix[row].tolist())) for row in first]
     params = [_json_param(Rating, "values", values, {}) for values in combinations]
     source = Rating.Source.IMPORT
-    for rater, item, detail, k in zip(rows["rater_id"].tolist(), rows["item_id"].tolist(),
-                                      rows["source_detail"].tolist(), code.tolist()):
-        found = existing.get((rater, item))
-        if found is None:
-            new.append((study.id, rater, item, params[k], source, detail))
-        elif found[1] != combinations[k]:
-            revisions.append(RatingRevision(rating_id=found[0], values=found[1]))
-            changed.append(Rating(id=found[0], values=dict(combinations[k]), source_detail=detail, updated_at=now))
-    fast_insert(Rating, ["study", "rater", "item", "values", "source", "source_detail"], new)
+    # New rows go in by item: the indexes that lead with the item (or the study, then the item)
+    # grow at their right end instead of 16 places at once (0.4 s less server CPU for 806K rows).
+    order = np.argsort(rows["item_id"].to_numpy(), kind="stable")
+    columns = (rows[name].to_numpy()[order].tolist() for name in ("rater_id", "item_id", "source_detail"))
+    with cyclic_gc_paused():
+        for rater, item, detail, k in zip(*columns, code[order].tolist()):
+            found = existing.get((rater, item))
+            if found is None:
+                new.append((study.id, rater, item, params[k], source, detail))
+            elif found[1] != combinations[k]:
+                revisions.append(RatingRevision(rating_id=found[0], values=found[1]))
+                changed.append(Rating(id=found[0], values=dict(combinations[k]), source_detail=detail, updated_at=now))
+        fast_insert(Rating, ["study", "rater", "item", "values", "source", "source_detail"], new)
     RatingRevision.objects.bulk_create(revisions, batch_size=BATCH)
     Rating.objects.bulk_update(changed, ["values", "source_detail", "updated_at"], batch_size=BATCH)
     summary.counts["ratings_created"] += len(new)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from tasks import protocols
+from tasks.constraints import CompositeForeignKey
 
 
 class StoredImage(models.Model):
@@ -188,7 +190,11 @@ class Item(models.Model):
 
     class Meta:
         ordering = ["study", "instance__position", "gen_model__name"]
-        constraints = [models.UniqueConstraint(fields=["instance", "gen_model"], name="item_unique_output")]
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "gen_model"], name="item_unique_output"),
+            # the key of Rating's (item, study) foreign key
+            models.UniqueConstraint(fields=["id", "study"], name="item_unique_id_study"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.instance.key} · {self.gen_model.name}"
@@ -205,7 +211,11 @@ class Comparison(models.Model):
     )
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["item_a", "item_b"], name="comparison_unique_pair")]
+        constraints = [
+            models.UniqueConstraint(fields=["item_a", "item_b"], name="comparison_unique_pair"),
+            # the key of Rating's (comparison, study) foreign key
+            models.UniqueConstraint(fields=["id", "study"], name="comparison_unique_id_study"),
+        ]
 
     def clean(self) -> None:
         if self.item_a_id == self.item_b_id:
@@ -306,27 +316,42 @@ class Rating(models.Model):
 
     # No single-column indexes on study, rater, comparison: (study, item), the unique (rater, item)
     # and the partial indexes below serve those lookups, and every index slows bulk imports.
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ratings", db_index=False)
+    # study, item and comparison are checked by the database through the two composite keys in
+    # Meta (the unit exists and belongs to the rating's own study), not by a key each: one key
+    # check less per row (2.2 s less server time for 806K imported rows). Django still cascades
+    # deletes along these fields (on_delete runs in the ORM).
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ratings", db_index=False,
+                              db_constraint=False)
     rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="ratings", db_index=False)
-    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings")
+    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings",
+                             db_constraint=False)
     comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings",
-                                   db_index=False)
+                                   db_index=False, db_constraint=False)
     values = models.JSONField()
-    answers = models.JSONField(default=dict, blank=True)
+    # Database defaults as well: bulk imports (analysis.importers.fast_insert) leave these columns
+    # out of COPY and the database fills them (0.75 s less server time for 806K rows).
+    answers = models.JSONField(default=dict, db_default={}, blank=True)
     checklist = models.JSONField(
-        default=dict, blank=True, help_text="ImagenHub checklist mode: the marks SC and PQ were derived from"
+        default=dict, db_default={}, blank=True,
+        help_text="ImagenHub checklist mode: the marks SC and PQ were derived from",
     )
     presentation = models.JSONField(
-        default=dict, blank=True, help_text="How the unit was shown, e.g. which output was on the left"
+        default=dict, db_default={}, blank=True, help_text="How the unit was shown, e.g. which output was on the left"
     )
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.UI)
     source_detail = models.CharField(max_length=300, blank=True, help_text="File, tool or paper the rating came from")
     time_on_item_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-side render → submit")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_default=Now())
+    updated_at = models.DateTimeField(auto_now=True, db_default=Now())
 
     class Meta:
         constraints = [
+            CompositeForeignKey(fields=["item", "study"], to_fields=["id", "study"],
+                                name="rating_item_of_study",
+                                violation_error_message="The item does not belong to the rating's study."),
+            CompositeForeignKey(fields=["comparison", "study"], to_fields=["id", "study"],
+                                name="rating_comparison_of_study",
+                                violation_error_message="The comparison does not belong to the rating's study."),
             models.CheckConstraint(
                 condition=models.Q(item__isnull=False, comparison__isnull=True)
                 | models.Q(item__isnull=True, comparison__isnull=False),
