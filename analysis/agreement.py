@@ -10,7 +10,9 @@ weights (how often each unit was drawn), and the coincidence matrix of the
 replicate is a weighted sum of per-unit coincidence matrices. Units with the
 same category counts are collapsed into one pattern first, so 1,000 replicates
 cost one multinomial draw and one matrix product, shared by every level of
-alpha and by kappa (:func:`agreement_estimates`).
+alpha and by kappa (:func:`agreement_estimates`). The resampling unit is the
+unit (item, or the (model, item) image over a whole study), drawn with
+replacement from all units of the group; raters are not resampled.
 
 Point estimates use the same coincidence sums with every unit weighted 1;
 they equal the ``krippendorff`` package (the reference implementation) to
@@ -127,12 +129,14 @@ def _bootstrap_weights(frequency: np.ndarray, n_boot: int, seed: int,
 
     ``frequency[k]`` is how many units share count pattern k (units with the same category
     counts contribute identically, so they are collapsed first). A replicate resamples all
-    units with replacement; its weight for pattern k is how many drawn units have that pattern.
-    With few patterns (Likert data: a few hundred patterns for 50,000 units) this is one
-    multinomial draw over the patterns; with many, unit positions are drawn (units listed pattern
-    by pattern) and counted. Those position draws depend only on (seed, number of units, n_boot),
-    so ``draws`` can share them between groups of the same size (every model of a balanced
-    study): the weights are the same integers as drawing afresh, at a fraction of the cost.
+    units with replacement (the resampling unit is the unit, e.g. the item; all its ratings travel
+    together); its weight for pattern k is how many drawn units have that pattern. With few
+    patterns (Likert data: a few hundred patterns for 50,000 units) the weights are drawn directly
+    as multinomial counts over the patterns (:func:`_multinomial_counts`); with many, unit
+    positions are drawn (units listed pattern by pattern) and counted. Those position draws depend
+    only on (seed, number of units, n_boot), so ``draws`` can share them between groups of the same
+    size (every model of a balanced study): the weights are the same integers as drawing afresh, at
+    a fraction of the cost.
     """
     n_units, n_patterns = int(frequency.sum()), len(frequency)
     few = n_patterns * 8 <= n_units
@@ -140,11 +144,41 @@ def _bootstrap_weights(frequency: np.ndarray, n_boot: int, seed: int,
         rng = np.random.default_rng(seed)
         chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_patterns, 1)))
         for size in _chunk_sizes(n_boot, chunk):
-            yield rng.multinomial(n_units, frequency / n_units, size=size).astype(float)
+            yield _multinomial_counts(rng, frequency, size).astype(float)
         return
     pattern_start = np.cumsum(frequency) - frequency  # positions of pattern k: [start, start + freq)
     for positions in (draws or _SharedDraws()).position_counts(n_units, n_boot, seed):
         yield np.add.reduceat(positions, pattern_start, axis=1)
+
+
+def _multinomial_counts(rng: np.random.Generator, frequency: np.ndarray, size: int,
+                        rate: float | None = None) -> np.ndarray:
+    """``size`` draws (rows) of Multinomial(n, frequency / n), n = ``frequency.sum()``: how many of
+    n units drawn with replacement fall in each pattern. Same distribution as ``rng.multinomial``,
+    about twice as fast with hundreds of patterns (EvalMi study level: ~0.07 s instead of ~0.12 s
+    per dimension for 1,000 replicates).
+
+    Independent Poisson counts with means ``rate * frequency`` are, given their total t, exactly
+    Multinomial(t, frequency / n). Adding n - t further units drawn uniformly (their patterns) makes
+    that Multinomial(n, frequency / n); if t > n, removing t - n of the t drawn units at random
+    does. ``rate`` keeps t below n but for about one replicate in 700 (three standard deviations),
+    so the top-up is the common, vectorised step and the removal a rare loop (any ``rate`` >= 0
+    gives the same distribution; tests pass a large one to exercise the removal)."""
+    frequency = np.asarray(frequency, np.int64)
+    n_units, n_patterns = int(frequency.sum()), len(frequency)
+    if rate is None:
+        rate = max(n_units - 3.0 * np.sqrt(n_units), 0.0) / max(n_units, 1)
+    counts = rng.poisson(frequency * rate, size=(size, n_patterns))
+    missing = n_units - counts.sum(axis=1)
+    replicate = np.repeat(np.arange(size), np.maximum(missing, 0))
+    pattern_of_unit = np.repeat(np.arange(n_patterns), frequency)
+    added = pattern_of_unit[rng.integers(0, n_units, len(replicate))]
+    counts += np.bincount(replicate * n_patterns + added, minlength=size * n_patterns).reshape(size, n_patterns)
+    for row in np.flatnonzero(missing < 0):
+        drawn = np.cumsum(counts[row])
+        removed = rng.choice(drawn[-1], -missing[row], replace=False)  # which of the drawn units
+        counts[row] -= np.bincount(np.searchsorted(drawn, removed, side="right"), minlength=n_patterns)
+    return counts
 
 
 class _ReplicateBatch:
