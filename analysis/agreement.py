@@ -32,6 +32,8 @@ from typing import Callable, Iterable, Literal
 import numpy as np
 import pandas as pd
 
+from analysis.codes import RatingCodes, group_codes
+
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
 
@@ -498,6 +500,7 @@ def agreement_table(
     seed: int = 0,
     rater: str = "rater",
     item: str = "item",
+    codes: RatingCodes | None = None,
 ) -> pd.DataFrame:
     """Agreement per group (e.g. per model) and dimension, in long form.
 
@@ -516,7 +519,7 @@ def agreement_table(
     draws. 48 model x dimension groups with 1,000 replicates at EvalMi scale: about a second.
     """
     return agreement_tables(ratings, scores=scores, groupings=[by], levels=levels, kappa=kappa, n_boot=n_boot,
-                            seed=seed, rater=rater, item=item)[0]
+                            seed=seed, rater=rater, item=item, codes=codes)[0]
 
 
 def agreement_tables(
@@ -530,26 +533,35 @@ def agreement_tables(
     seed: int = 0,
     rater: str = "rater",
     item: str = "item",
+    codes: RatingCodes | None = None,
 ) -> list[pd.DataFrame]:
     """:func:`agreement_table` for several groupings (default: per model, and the whole study), one
     table each. Groupings whose units are the same (items unique to one model: per model the unit
     is the item, over the study the (model, item) pair) share one units x values count table per
-    dimension, and all share the bootstrap draws of equally sized groups."""
+    dimension, and all share the bootstrap draws of equally sized groups. ``codes``: the ratings'
+    :class:`~analysis.codes.RatingCodes`, to not code raters, models and items again (same tables)."""
     groupings = [list(by) for by in groupings]
     scores, levels = list(scores), list(levels)
     factorized: dict[str, np.ndarray] = {}
+    if codes is not None:
+        codes.check(ratings, rater=rater, item=item)
 
     def codes_of(column: str) -> np.ndarray:
         if column not in factorized:
-            factorized[column] = pd.factorize(ratings[column])[0]
+            coded = codes.of(column) if codes is not None else None
+            factorized[column] = coded[0] if coded is not None else pd.factorize(ratings[column])[0]
         return factorized[column]
 
     rater_code = codes_of(rater)
     plans = []
     for by in groupings:
-        group_code, keys = _group_codes(ratings, by)
+        group_code, keys = group_codes(ratings, by, codes)
         unit_columns = ["model", item] if not by and "model" in ratings.columns and item != "model" else [item]
-        unit = _combine([group_code, *(codes_of(c) for c in unit_columns)])  # group-qualified unit per row
+        if codes is not None and set(by) <= {"model"} and (codes.model is not None or not by):
+            # the coded (model, item) pairs (items without a model column): the same partition
+            unit = np.where(group_code < 0, -1, codes.unit)
+        else:
+            unit = _combine([group_code, *(codes_of(c) for c in unit_columns)])  # group-qualified unit per row
         plans.append({"by": by, "keys": keys, "group": group_code, "unit": unit})
     batch = _ReplicateBatch(n_boot, seed)
     base = plans[0]
@@ -591,15 +603,6 @@ def agreement_tables(
     return tables
 
 
-def _group_codes(ratings: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, list[tuple]]:
-    """Per row its group code (-1: a missing key, no group) and the sorted group keys."""
-    if not by:
-        return np.zeros(len(ratings), np.int64), [()]
-    grouped = ratings.groupby(by, sort=True)
-    keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
-    return grouped.ngroup().fillna(-1).to_numpy(np.int64), keys
-
-
 def _combine(codes: list[np.ndarray]) -> np.ndarray:
     """One dense code per distinct combination of the given codes (-1 if any is -1)."""
     combined = np.zeros(len(codes[0]), np.int64)
@@ -612,6 +615,8 @@ def _combine(codes: list[np.ndarray]) -> np.ndarray:
 
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     """True when codes a and b group the rows identically (missing in the same rows)."""
+    if a is b or np.array_equal(a, b):
+        return True
     if not np.array_equal(a < 0, b < 0):
         return False
     valid = a >= 0

@@ -23,6 +23,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from analysis.codes import RatingCodes, group_codes
 from analysis.correlation import fisher_z_mean, grouped_correlations, grouped_correlations_by, sample_correlations
 
 METHODS = ("srcc", "plcc", "krcc")
@@ -62,6 +63,7 @@ def human_ceiling(
     by: Iterable[str] = ("model",),
     rater: str = "rater",
     item: str = "item",
+    codes: RatingCodes | None = None,
 ) -> pd.DataFrame:
     """Leave-one-out ceiling per group and dimension.
 
@@ -74,7 +76,7 @@ def human_ceiling(
     (group, rater)'s three correlations by :func:`grouped_correlations`. A rater who rated an item
     twice counts with the mean of the two ratings.
     """
-    return human_ceilings(ratings, scores=scores, groupings=[by], rater=rater, item=item)[0]
+    return human_ceilings(ratings, scores=scores, groupings=[by], rater=rater, item=item, codes=codes)[0]
 
 
 def human_ceilings(
@@ -84,41 +86,47 @@ def human_ceilings(
     groupings: Iterable[Iterable[str]] = (("model",), ()),
     rater: str = "rater",
     item: str = "item",
+    codes: RatingCodes | None = None,
 ) -> list[pd.DataFrame]:
     """:func:`human_ceiling` for several groupings (default: per model, and the whole study), one
     table each. When an item belongs to one group of each grouping (items are (model, prompt)
     images), the rater-vs-rest pairs are the same under every grouping: they are built once, and
-    the correlations share their value codes."""
+    the correlations share their value codes. ``codes``: the ratings'
+    :class:`~analysis.codes.RatingCodes`, to not code raters, items and models again (same tables)."""
     groupings = [list(by) for by in groupings]
-    codes = [_group_codes(ratings, by) for by in groupings]
-    rater_code, rater_names = pd.factorize(ratings[rater], sort=True)
-    item_code, item_names = pd.factorize(ratings[item], sort=True)
+    if codes is not None:
+        codes.check(ratings, rater=rater, item=item)
+        (rater_code, rater_names), (item_code, item_names) = codes.of(rater), codes.of(item)
+    else:
+        rater_code, rater_names = pd.factorize(ratings[rater], sort=True)
+        item_code, item_names = pd.factorize(ratings[item], sort=True)
+    groups = [group_codes(ratings, by, codes) for by in groupings]  # (code per row, keys) per grouping
     n_raters, n_items = len(rater_names), len(item_names)
-    finest = max(range(len(groupings)), key=lambda i: len(codes[i][1]))
-    same_pairs = [i == finest or _one_group_per_item(codes[finest][0], codes[i][0], item_code, n_items)
+    finest = max(range(len(groupings)), key=lambda i: len(groups[i][1]))
+    same_pairs = [i == finest or _one_group_per_item(groups[finest][0], groups[i][0], item_code, n_items)
                   for i in range(len(groupings))]
     scores = list(scores)
     per_dimension: list[dict] = [{} for _ in groupings]
     for dimension in scores:
         values = ratings[dimension].to_numpy(float)
         shared = [i for i in range(len(groupings)) if same_pairs[i]]
-        pairs = _rater_vs_rest_pairs(codes[finest][0], rater_code, item_code, values, len(codes[finest][1]),
+        pairs = _rater_vs_rest_pairs(groups[finest][0], rater_code, item_code, values, len(groups[finest][1]),
                                      n_raters, n_items)
-        sets = [codes[i][0][pairs["row"]] * n_raters + pairs["rater"] for i in shared]
+        sets = [groups[i][0][pairs["row"]] * n_raters + pairs["rater"] for i in shared]
         results = grouped_correlations_by(sets, pairs["own"], pairs["others"],
-                                          n_groups=[len(codes[i][1]) * n_raters for i in shared])
+                                          n_groups=[len(groups[i][1]) * n_raters for i in shared])
         for i, set_code, result in zip(shared, sets, results):
-            per_dimension[i][dimension] = _per_group(result, set_code, len(codes[i][1]), n_raters)
+            per_dimension[i][dimension] = _per_group(result, set_code, len(groups[i][1]), n_raters)
         for i in range(len(groupings)):
             if not same_pairs[i]:
-                own = _rater_vs_rest_pairs(codes[i][0], rater_code, item_code, values, len(codes[i][1]),
+                own = _rater_vs_rest_pairs(groups[i][0], rater_code, item_code, values, len(groups[i][1]),
                                            n_raters, n_items)
-                set_code = codes[i][0][own["row"]] * n_raters + own["rater"]
+                set_code = groups[i][0][own["row"]] * n_raters + own["rater"]
                 result = grouped_correlations(set_code, own["own"], own["others"],
-                                              n_groups=len(codes[i][1]) * n_raters)
-                per_dimension[i][dimension] = _per_group(result, set_code, len(codes[i][1]), n_raters)
+                                              n_groups=len(groups[i][1]) * n_raters)
+                per_dimension[i][dimension] = _per_group(result, set_code, len(groups[i][1]), n_raters)
     tables = []
-    for by, (_, keys), tables_by_dimension in zip(groupings, codes, per_dimension):
+    for by, (_, keys), tables_by_dimension in zip(groupings, groups, per_dimension):
         rows = []
         for k, key in enumerate(keys):
             for dimension in scores:
@@ -134,15 +142,6 @@ def human_ceilings(
                              *(fisher_z_mean(table[m]) for m in METHODS), reason))
         tables.append(pd.DataFrame(rows, columns=[*by, "dimension", "n_raters", *METHODS, "reason"]))
     return tables
-
-
-def _group_codes(ratings: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, list[tuple]]:
-    """Per row its group code (-1: a missing key, no group) and the sorted group keys."""
-    if not by:
-        return np.zeros(len(ratings), np.int64), [()]
-    grouped = ratings.groupby(by, sort=True)
-    keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
-    return grouped.ngroup().fillna(-1).to_numpy(np.int64), keys
 
 
 def _one_group_per_item(fine: np.ndarray, coarse: np.ndarray, item: np.ndarray, n_items: int) -> bool:

@@ -26,6 +26,7 @@ import pandas as pd
 from analysis import data
 from analysis.agreement import agreement_table, agreement_tables
 from analysis.ceiling import human_ceilings
+from analysis.codes import RatingCodes, dense_rank
 from analysis.correlation import fisher_z_mean, model_level_agreement, per_group_correlations
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
@@ -155,20 +156,24 @@ def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: 
                                                         f"{where}.alpha_ci95.{level}", ci_why)
 
 
-def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int) -> list[pd.DataFrame]:
+def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int,
+               codes: RatingCodes | None = None) -> list[pd.DataFrame]:
     """Alpha and Fleiss' kappa per model and over the study (one call: they share count tables and
     bootstrap draws)."""
     return agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
-                            n_boot=n_boot, seed=seed)
+                            n_boot=n_boot, seed=seed, codes=codes)
 
 
 def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, reasons: Reasons,
-                           ceiling_frame: pd.DataFrame, *, n_boot: int = 0) -> None:
+                           ceiling_frame: pd.DataFrame, *, n_boot: int = 0,
+                           ceiling_codes: RatingCodes | None = None) -> None:
     """Fill alpha, Fleiss' kappa (with bootstrap 95% CIs over items when ``n_boot`` > 0) and the
     human ceiling per model and for the whole study. ``agreement``: :func:`_agreement` running in
-    the background while this thread computes the ceiling of ``ceiling_frame``."""
+    the background while this thread computes the ceiling of ``ceiling_frame`` (whose codes are
+    ``ceiling_codes``, if known)."""
     models = report["models"]
-    ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()])
+    ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()],
+                                            codes=ceiling_codes)
     table, overall = agreement.result()
     for row in table.itertuples(index=False):
         entry = models[row.model]["dimensions"][row.dimension]
@@ -195,17 +200,30 @@ def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, rea
         }
 
 
+def _distinct_per_model(codes: RatingCodes, column: np.ndarray, width: int) -> pd.Series:
+    """How many distinct values of a coded column (raters, items) each model has, indexed by model
+    (models with ratings): ``groupby("model")[column].nunique()`` on the codes."""
+    _, pairs = dense_rank([codes.model, column], [len(codes.model_names), width])
+    per_model = np.bincount(pairs // max(width, 1), minlength=len(codes.model_names))
+    present = per_model > 0
+    return pd.Series(per_model[present], index=codes.model_names[present])
+
+
 def _empty_dimension() -> dict:
     return {"mean": None, "std_between_raters": None, "ci95": None, "alpha": {}, "alpha_ci95": {},
             "fleiss_kappa": None, "fleiss_kappa_ci95": None, "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
 
 
-def _counts(frame: pd.DataFrame, report: dict) -> None:
+def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None) -> None:
+    if codes is not None:  # the codes' labels are the frame's distinct non-missing values
+        counts = (len(codes.item_names), len(codes.rater_names), len(codes.model_names))
+    else:
+        counts = (frame["item"].nunique(), frame["rater"].nunique(), frame["model"].nunique())
     report["study_level"].update({
-        "items": int(frame["item"].nunique()),
-        "raters": int(frame["rater"].nunique()),
+        "items": int(counts[0]),
+        "raters": int(counts[1]),
         "ratings": int(len(frame)),
-        "models": int(frame["model"].nunique()),
+        "models": int(counts[2]),
     })
 
 
@@ -246,18 +264,31 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
 # ------------------------------------------------------------------ EvalMi
 
 
-def _zmos_items(ratings: pd.DataFrame, dims: list[str], reasons: Reasons | None = None
-                ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """z-MOS per item (wide: ``model, item, <dims>`` on 0–100) and the z-scored ratings per dim."""
-    per_dim_items = []
+def _zscores(ratings: pd.DataFrame, dims: list[str], reasons: Reasons | None = None,
+             codes: RatingCodes | None = None) -> dict[str, pd.DataFrame]:
+    """The ratings z-scored per rater, per dim (rows of usable raters, the ratings' row labels)."""
     zscored = {}
     for dim in dims:
-        frame, dropped = zscore_by_rater(ratings, score=dim)
+        frame, dropped = zscore_by_rater(ratings, score=dim, codes=codes)
         if reasons is not None:
             for rater, why in dropped.items():
                 reasons.add(f"study_level.zmos.{dim}.rater {rater}", f"excluded from z-MOS: {why}")
         zscored[dim] = frame
-        per_dim_items.append(group_means(frame, ["model", "item"], "z_scaled").rename(dim))
+    return zscored
+
+
+def _zmos_items(ratings: pd.DataFrame, dims: list[str], reasons: Reasons | None = None,
+                codes: RatingCodes | None = None, zscored: dict[str, pd.DataFrame] | None = None
+                ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """z-MOS per item (wide: ``model, item, <dims>`` on 0–100) and the z-scored ratings per dim
+    (``zscored``: :func:`_zscores` already computed)."""
+    if zscored is None:
+        zscored = _zscores(ratings, dims, reasons, codes)
+    per_dim_items = []
+    for dim in dims:
+        frame = zscored[dim]
+        frame_codes = codes.of_subframe(frame, ratings.index) if codes is not None else None
+        per_dim_items.append(group_means(frame, ["model", "item"], "z_scaled", codes=frame_codes).rename(dim))
     return pd.concat(per_dim_items, axis=1).reset_index(), zscored
 
 
@@ -301,28 +332,30 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         reasons.add("models", "no ratings yet")
         return None, None
 
-    _counts(ratings, report)
+    codes = RatingCodes(ratings)  # rater, model and item coded once for every part of the report
+    _counts(ratings, report, codes)
     with _background() as background:
         # agreement (on the raw Likert points) and screening need only the ratings: they run in the
         # background while this thread z-scores and computes the ceiling; the report is filled in
         # the same order as without the thread
-        agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
-        screening = background.submit(_screening, ratings, dims)
+        agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed, codes=codes)
+        screening = background.submit(_screening, ratings, dims, codes)
+        zscored = _zscores(ratings, dims, reasons, codes)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
-                                          n_boot=n_boot)
+                                          n_boot=n_boot, codes=codes, zscored=zscored)
         _put_screening(screening.result(), report)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 
 def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
-                    reasons: Reasons, include_excluded: bool, *, n_boot: int
-                    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+                    reasons: Reasons, include_excluded: bool, *, n_boot: int, codes: RatingCodes,
+                    zscored: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
-    item, wide; human yes/no per item)."""
-    items, zscored = _zmos_items(ratings, dims, reasons)
+    item, wide; human yes/no per item). ``codes``: the ratings' codes; ``zscored``: :func:`_zscores`."""
+    items, zscored = _zmos_items(ratings, dims, reasons, codes, zscored)
 
-    raters_per_model = ratings.groupby("model")["rater"].nunique()
-    items_per_model = ratings.groupby("model")["item"].nunique()
+    raters_per_model = _distinct_per_model(codes, codes.rater, len(codes.rater_names))
+    items_per_model = _distinct_per_model(codes, codes.item, len(codes.item_names))
     for model in sorted(ratings["model"].unique()):
         report["models"][str(model)] = {
             "items": int(items_per_model[model]), "raters": int(raters_per_model[model]),
@@ -330,7 +363,8 @@ def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreem
         }
     for dim in dims:
         table = mos_from_item_scores(items.dropna(subset=[dim]), score=dim).set_index("model")
-        rater_means = group_means(zscored[dim], ["model", "rater"], "z_scaled")
+        rater_means = group_means(zscored[dim], ["model", "rater"], "z_scaled",
+                                  codes=codes.of_subframe(zscored[dim], ratings.index))
         spread = rater_means.groupby(level="model").std(ddof=0)
         for model, entry in report["models"].items():
             where = f"models.{model}.dimensions.{dim}"
@@ -350,7 +384,8 @@ def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreem
         ceiling_frame = ratings[["rater", "item", "model"]].assign(
             **{dim: zscored[dim]["z_scaled"].reindex(ratings.index) for dim in dims}
         ).dropna(subset=dims, how="all")
-    _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot)
+    _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
+                           ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index))
     return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 
@@ -376,7 +411,7 @@ def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: b
     return pd.DataFrame({"item": verdicts["item"].to_numpy(), "human": verdict_as_number(verdicts["verdict"]).to_numpy()})
 
 
-def _screening(ratings: pd.DataFrame, dims: list[str]) -> dict[str, tuple]:
+def _screening(ratings: pd.DataFrame, dims: list[str], codes: RatingCodes | None = None) -> dict[str, tuple]:
     """Per dimension with ratings: the BT.500 screening and the model MOS with and without it."""
     out = {}
     for dim in dims:
@@ -384,8 +419,10 @@ def _screening(ratings: pd.DataFrame, dims: list[str]) -> dict[str, tuple]:
         frame = ratings if present.all() else ratings[present]
         if frame.empty:
             continue
-        result = screen_observers(frame, score=dim)
-        out[dim] = result, mos_with_and_without_screening(frame, score=dim, screening=result).set_index("model")
+        frame_codes = codes.take(present.to_numpy()) if codes is not None else None
+        result = screen_observers(frame, score=dim, codes=frame_codes)
+        shifts = mos_with_and_without_screening(frame, score=dim, screening=result)
+        out[dim] = result, shifts.set_index("model")
     return out
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.codes import RatingCodes, appearance_order
 from analysis.zmos import model_mos_of_subsets
 
 NORMAL_KURTOSIS = (2.0, 4.0)
@@ -56,22 +57,33 @@ class ScreeningResult:
 
 
 def screen_observers(
-    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item"
+    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item",
+    codes: RatingCodes | None = None,
 ) -> ScreeningResult:
     """Apply the BT.500 rule to raw scores; see the module docstring.
 
-    Items are identified by ``(model, item)`` when a ``model`` column exists.
+    Items are identified by ``(model, item)`` when a ``model`` column exists. ``codes``: the
+    ratings' :class:`~analysis.codes.RatingCodes`, to not code raters and items again (same result).
     """
     present = ratings[score].notna()
     frame = ratings if present.all() else ratings[present]  # no 1.6M-row copy when nothing is missing
     keys = [c for c in ("model",) if c in frame.columns and c != item] + [item]
-    codes = np.zeros(len(frame), np.int64)
-    for key in keys:  # (model, item) -> one integer per item, numbered in order of appearance
-        key_codes, names = pd.factorize(frame[key])
-        codes = np.where((codes < 0) | (key_codes < 0), -1, codes * max(len(names), 1) + key_codes)
-    if (codes < 0).any():  # ratings of no item (missing key) screen nothing, as in a groupby
-        frame, codes = frame[codes >= 0], codes[codes >= 0]
-    codes = pd.factorize(codes)[0]
+    rater_codes = rater_names = None
+    if codes is not None:
+        codes.check(ratings, rater=rater, item=item)
+        coded = codes.take(present.to_numpy())
+        item_codes, rater_codes, rater_names = coded.unit, coded.rater, coded.rater_names
+    else:
+        item_codes = np.zeros(len(frame), np.int64)
+        for key in keys:  # (model, item) -> one integer per item
+            key_codes, names = pd.factorize(frame[key])
+            item_codes = np.where((item_codes < 0) | (key_codes < 0), -1, item_codes * max(len(names), 1) + key_codes)
+    if (item_codes < 0).any():  # ratings of no item (missing key) screen nothing, as in a groupby
+        frame = frame[item_codes >= 0]
+        rater_codes = rater_codes[item_codes >= 0] if rater_codes is not None else None
+        item_codes = item_codes[item_codes >= 0]
+    # items numbered in order of appearance (the item table's order)
+    codes = appearance_order(item_codes) if codes is not None else pd.factorize(item_codes)[0]
     values = frame[score].to_numpy(float)
     # per-item statistics stay per item (50,400 at EvalMi scale); only the mean and the threshold
     # are spread over the ratings
@@ -89,7 +101,8 @@ def screen_observers(
 
     above = deviation > threshold  # NaN threshold compares False
     below = deviation < -threshold
-    rater_codes, rater_names = pd.factorize(frame[rater], sort=True)
+    if rater_codes is None:
+        rater_codes, rater_names = pd.factorize(frame[rater], sort=True)
     counted = rater_codes >= 0
     n_raters = len(rater_names)
     per_rater = pd.DataFrame(
@@ -100,6 +113,7 @@ def screen_observers(
         },
         index=pd.Index(rater_names, name=rater),
     )
+    per_rater = per_rater[per_rater["n"] > 0]  # coded raters without a score here (codes=) are not listed
     outliers = per_rater["P"] + per_rater["Q"]
     share = outliers / per_rater["n"]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -137,15 +151,16 @@ def _reason(p: int, q: int, n: int, rejected: bool) -> str:
 
 def mos_with_and_without_screening(
     ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item",
-    screening: ScreeningResult | None = None,
+    screening: ScreeningResult | None = None, codes: RatingCodes | None = None,
 ) -> pd.DataFrame:
     """Model-level z-MOS with all raters and after dropping rejected ones.
 
     Columns: ``model, mos_all, mos_screened, shift`` (screened - all). Pass ``screening`` when
-    :func:`screen_observers` already ran on these ratings, to not screen them twice.
+    :func:`screen_observers` already ran on these ratings, to not screen them twice (``codes``:
+    the ratings' :class:`~analysis.codes.RatingCodes`, for that screening).
     """
     if screening is None:
-        screening = screen_observers(ratings, score=score, rater=rater, item=item)
+        screening = screen_observers(ratings, score=score, rater=rater, item=item, codes=codes)
     codes, names = pd.factorize(ratings[rater])  # compare the few rater names, not 1.6M labels
     rejected = np.append(pd.Index(names).astype(str).isin(screening.rejected), False)  # [-1]: no rater
     kept = ~rejected[codes]

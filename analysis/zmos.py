@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.codes import RatingCodes, dense_rank
+
 # A rater's spread below this (in rating units) counts as zero: their
 # ratings are identical up to float noise.
 SIGMA_FLOOR = 1e-12
@@ -43,17 +45,22 @@ class MosResult:
 
 
 def zscore_by_rater(
-    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater"
+    ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", codes: RatingCodes | None = None
 ) -> tuple[pd.DataFrame, dict[str, str]]:
     """Add ``z`` and ``z_scaled`` (0-100) columns, per rater.
 
     Returns (ratings of usable raters with the new columns, excluded) where
     ``excluded`` maps rater -> reason (in rater order). Rows with a missing score are dropped
-    first; rows without a rater are dropped too (they belong to nobody's scale).
+    first; rows without a rater are dropped too (they belong to nobody's scale). ``codes``: the
+    ratings' :class:`~analysis.codes.RatingCodes`, to not code the raters again.
     """
     present = ratings[score].notna()
     frame = ratings if present.all() else ratings[present]  # no 1.6M-row copy when nothing is missing
-    codes, names = pd.factorize(frame[rater])
+    if codes is not None:
+        codes.check(ratings, rater=rater)
+        codes, names = codes.take(present.to_numpy()).rater, codes.rater_names
+    else:
+        codes, names = pd.factorize(frame[rater])
     values = frame[score].to_numpy(float)
     n_raters = len(names)
     valid = codes >= 0
@@ -63,7 +70,8 @@ def zscore_by_rater(
         deviation = np.where(valid, values - mu[codes], np.nan)
         sigma = np.sqrt(np.bincount(codes[valid], weights=deviation[valid] ** 2, minlength=n_raters) / (count - 1))
 
-    bad = (count < 2) | ~(sigma > SIGMA_FLOOR)  # sigma NaN (one rating) fails the comparison
+    # sigma NaN (one rating) fails the comparison; count 0: a coded rater without a score here
+    bad = (count > 0) & ((count < 2) | ~(sigma > SIGMA_FLOOR))
     excluded: dict[str, str] = {}
     if bad.any():
         first = np.full(n_raters, -1)
@@ -162,21 +170,26 @@ def grouped_bootstrap_ci(
     return low, high
 
 
-def _summarise(frame: pd.DataFrame, keys: list[str], column: str, ci: str, n_boot: int, seed: int) -> pd.DataFrame:
+def _summarise(frame: pd.DataFrame, keys: list[str], column: str, ci: str, n_boot: int, seed: int,
+               codes: RatingCodes | None = None) -> pd.DataFrame:
     """``keys…, mos, std, n, ci_low, ci_high`` per group, groups in sorted key order (as
     ``groupby(keys, sort=True)``; rows with a missing key are left out). ``n`` counts rows,
     ``mos``/``std`` (ddof 1) the non-missing values. Integer codes and weighted counts: no pandas
-    groupby over string keys on the hot path (1.6M ratings)."""
+    groupby over string keys on the hot path (1.6M ratings). Keys that ``codes`` (of ``frame``'s
+    rows) covers are not coded again."""
     if ci not in ("t", "bootstrap", "none"):
         raise ValueError(f"ci must be 't', 'bootstrap' or 'none', got {ci!r}")
-    combined = np.zeros(len(frame), np.int64)
-    uniques = []
+    if codes is not None and codes.n_rows != len(frame):
+        raise ValueError(f"codes of {codes.n_rows} rows do not fit a frame of {len(frame)} rows")
+    key_codes, uniques = [], []
     for key in keys:
-        codes, names = pd.factorize(frame[key], sort=True)
-        combined = np.where((combined < 0) | (codes < 0), -1, combined * max(len(names), 1) + codes)
+        coded = codes.of(key) if codes is not None else None
+        key_code, names = coded if coded is not None else pd.factorize(frame[key], sort=True)
+        key_codes.append(key_code)
         uniques.append(names)
-    valid = combined >= 0
-    group, groups = pd.factorize(combined[valid], sort=True)  # hashes, then sorts only the groups
+    grouped, groups = dense_rank(key_codes, [len(names) for names in uniques])  # groups in sorted key order
+    valid = grouped >= 0
+    group = grouped[valid]
     values = frame[column].to_numpy(float)[valid]
     n_groups = len(groups)
     size = np.bincount(group, minlength=n_groups)
@@ -203,10 +216,11 @@ def _summarise(frame: pd.DataFrame, keys: list[str], column: str, ci: str, n_boo
     return table
 
 
-def group_means(frame: pd.DataFrame, keys: list[str], column: str) -> pd.Series:
+def group_means(frame: pd.DataFrame, keys: list[str], column: str, *, codes: RatingCodes | None = None) -> pd.Series:
     """``frame.groupby(keys, sort=True)[column].mean()`` computed on integer codes (fast on 1.6M
-    rows with string keys); indexed by the keys (a MultiIndex for several)."""
-    return _summarise(frame, list(keys), column, "none", 0, 0).set_index(list(keys))["mos"].rename(column)
+    rows with string keys); indexed by the keys (a MultiIndex for several). ``codes``: the
+    :class:`~analysis.codes.RatingCodes` of ``frame``'s rows, to not code rater, model or item again."""
+    return _summarise(frame, list(keys), column, "none", 0, 0, codes).set_index(list(keys))["mos"].rename(column)
 
 
 def _item_keys(ratings: pd.DataFrame, item: str) -> list[str]:

@@ -1,0 +1,93 @@
+"""Codes computed once per report (analysis.codes) give every analysis the same result as coding
+the labels itself."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.agreement import agreement_tables
+from analysis.ceiling import human_ceilings
+from analysis.codes import RatingCodes, appearance_order, dense_rank
+from analysis.screening import screen_observers
+from analysis.zmos import group_means, zscore_by_rater
+
+
+def messy_ratings(seed: int, n: int = 900) -> pd.DataFrame:
+    """Long ratings with gaps: missing scores, a rater rating an item twice, a one-rating rater, a
+    constant rater, a rater who only rated one dimension, a rating without a model."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({
+        "rater": rng.choice([f"r{i:02d}" for i in range(12)], n),
+        "item": rng.integers(0, 60, n),
+        "perception": rng.choice([1.0, 2.0, 3.0, 4.0, 5.0, np.nan], n, p=[0.18, 0.2, 0.2, 0.2, 0.18, 0.04]),
+        "correspondence": rng.choice([1.0, 2.0, 3.0, 4.0, 5.0], n),
+    })
+    frame["model"] = np.where(frame["item"] % 3 == 0, "beta", np.where(frame["item"] % 3 == 1, "alpha", "gamma"))
+    frame.loc[frame["rater"] == "r03", "perception"] = 4.0  # constant: no z-score
+    frame.loc[frame["rater"] == "r05", "perception"] = np.nan  # rated only correspondence
+    lone = frame.iloc[[0]].assign(rater="lonely", perception=2.0)  # a single rating
+    frame = pd.concat([frame, lone], ignore_index=True)
+    frame.loc[7, "model"] = None  # a rating of no model
+    return frame.astype({"rater": "category", "model": "category"})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dense_ranks_and_appearance_order_equal_pandas_factorize(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(-1, 7, 500), rng.integers(-1, 40, 500)
+    combined = np.where((a < 0) | (b < 0), -1, a * 40 + b)
+    ranked, values = dense_rank([a, b], [7, 40])
+    expected, uniques = pd.factorize(np.where(combined < 0, np.nan, combined), sort=True)
+    assert np.array_equal(ranked, expected) and np.array_equal(values, uniques.astype(np.int64))
+    huge, huge_values = dense_rank([a, b], [7, 10**9])  # too many combinations to count: sorted
+    assert np.array_equal(huge, pd.factorize(np.where(combined < 0, np.nan, a * 10**9 + b), sort=True)[0])
+    assert np.array_equal(appearance_order(ranked), pd.factorize(np.where(ranked < 0, np.nan, ranked))[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_z_scores_group_means_and_screening_with_codes_equal_those_without(seed):
+    ratings = messy_ratings(seed)
+    codes = RatingCodes(ratings)
+    for dim in ("perception", "correspondence"):
+        plain, plain_excluded = zscore_by_rater(ratings, score=dim)
+        coded, coded_excluded = zscore_by_rater(ratings, score=dim, codes=codes)
+        pd.testing.assert_frame_equal(coded, plain)
+        assert coded_excluded == plain_excluded
+        for keys in (["model", "item"], ["model", "rater"], ["item"]):
+            plain_codes = codes.of_subframe(plain, ratings.index)
+            pd.testing.assert_series_equal(group_means(plain, keys, "z_scaled"),
+                                           group_means(plain, keys, "z_scaled", codes=plain_codes))
+        present = ratings[dim].notna()
+        frame = ratings[present]
+        screened = screen_observers(frame, score=dim)
+        with_codes = screen_observers(frame, score=dim, codes=codes.take(present.to_numpy()))
+        pd.testing.assert_frame_equal(with_codes.raters, screened.raters)
+        pd.testing.assert_frame_equal(with_codes.items, screened.items)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_agreement_and_ceiling_with_codes_equal_those_without(seed):
+    ratings = messy_ratings(seed)
+    codes = RatingCodes(ratings)
+    dims = ["perception", "correspondence"]
+    plain = agreement_tables(ratings, scores=dims, groupings=[("model",), ()], n_boot=200, seed=seed)
+    coded = agreement_tables(ratings, scores=dims, groupings=[("model",), ()], n_boot=200, seed=seed, codes=codes)
+    for a, b in zip(plain, coded):
+        pd.testing.assert_frame_equal(a, b)
+    subset = ratings[ratings["perception"].notna()]  # the ceiling's frame is a subset of the rows
+    plain = human_ceilings(subset, scores=dims)
+    coded = human_ceilings(subset, scores=dims, codes=codes.of_subframe(subset, ratings.index))
+    for a, b in zip(plain, coded):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_codes_of_another_frame_are_refused():
+    ratings = messy_ratings(0)
+    codes = RatingCodes(ratings)
+    shorter = ratings.iloc[:-1]
+    with pytest.raises(ValueError, match="do not fit"):
+        zscore_by_rater(shorter, score="perception", codes=codes)
+    with pytest.raises(ValueError, match="do not fit"):
+        screen_observers(ratings, score="perception", rater="model", codes=codes)
+    with pytest.raises(ValueError, match="do not fit"):
+        group_means(shorter, ["model", "item"], "perception", codes=codes)
