@@ -335,12 +335,12 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
     codes = RatingCodes(ratings)  # rater, model and item coded once for every part of the report
     _counts(ratings, report, codes)
     with _background() as background:
-        # agreement (on the raw Likert points) and screening need only the ratings: they run in the
-        # background while this thread z-scores and computes the ceiling; the report is filled in
-        # the same order as without the thread
+        # agreement (on the raw Likert points) and screening run in the background while this
+        # thread computes z-MOS and the ceiling; the report is filled in the same order as without
+        # the thread. Screening's MOS with and without the rejected raters reuse the z-scores.
         agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed, codes=codes)
-        screening = background.submit(_screening, ratings, dims, codes)
         zscored = _zscores(ratings, dims, reasons, codes)
+        screening = background.submit(_screening, ratings, dims, codes, zscored)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
                                           n_boot=n_boot, codes=codes, zscored=zscored)
         _put_screening(screening.result(), report)
@@ -411,8 +411,10 @@ def _evalmi_qa(study: Study, report: dict, reasons: Reasons, include_excluded: b
     return pd.DataFrame({"item": verdicts["item"].to_numpy(), "human": verdict_as_number(verdicts["verdict"]).to_numpy()})
 
 
-def _screening(ratings: pd.DataFrame, dims: list[str], codes: RatingCodes | None = None) -> dict[str, tuple]:
-    """Per dimension with ratings: the BT.500 screening and the model MOS with and without it."""
+def _screening(ratings: pd.DataFrame, dims: list[str], codes: RatingCodes | None = None,
+               zscored: dict[str, pd.DataFrame] | None = None) -> dict[str, tuple]:
+    """Per dimension with ratings: the BT.500 screening and the model MOS with and without it
+    (from the z-scores when ``zscored`` (:func:`_zscores`) and the ratings' ``codes`` are given)."""
     out = {}
     for dim in dims:
         present = ratings[dim].notna()
@@ -421,7 +423,8 @@ def _screening(ratings: pd.DataFrame, dims: list[str], codes: RatingCodes | None
             continue
         frame_codes = codes.take(present.to_numpy()) if codes is not None else None
         result = screen_observers(frame, score=dim, codes=frame_codes)
-        shifts = mos_with_and_without_screening(frame, score=dim, screening=result)
+        shifts = mos_with_and_without_screening(frame, score=dim, screening=result, codes=frame_codes,
+                                                zscored=zscored[dim] if zscored is not None else None)
         out[dim] = result, shifts.set_index("model")
     return out
 

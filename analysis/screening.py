@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.codes import RatingCodes, appearance_order
-from analysis.zmos import model_mos_of_subsets
+from analysis.zmos import model_mos_of_subsets, model_mos_of_z
 
 NORMAL_KURTOSIS = (2.0, 4.0)
 OUTLIER_SHARE = 0.05
@@ -152,20 +152,55 @@ def _reason(p: int, q: int, n: int, rejected: bool) -> str:
 def mos_with_and_without_screening(
     ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item",
     screening: ScreeningResult | None = None, codes: RatingCodes | None = None,
+    zscored: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Model-level z-MOS with all raters and after dropping rejected ones.
 
     Columns: ``model, mos_all, mos_screened, shift`` (screened - all). Pass ``screening`` when
-    :func:`screen_observers` already ran on these ratings, to not screen them twice (``codes``:
-    the ratings' :class:`~analysis.codes.RatingCodes`, for that screening).
+    :func:`screen_observers` already ran on these ratings, to not screen them twice.
+
+    With ``codes`` (the ratings' :class:`~analysis.codes.RatingCodes`) and ``zscored`` (what
+    :func:`~analysis.zmos.zscore_by_rater` returned for these ratings and ``score``, same row
+    labels) both MOS are means of those z-scores: a rater's z-scores depend on their own ratings
+    only, so dropping the rejected raters leaves the others' as they are. Same floats as z-scoring
+    each subset afresh (same rows, sums in the same order) when every rating has a model and an
+    item (else those ratings still count in their rater's mean and sigma, as in the z-MOS).
     """
     if screening is None:
         screening = screen_observers(ratings, score=score, rater=rater, item=item, codes=codes)
+    if codes is not None and zscored is not None:
+        return _shift_table(*_mos_of_zscored(ratings, zscored, screening, codes, rater=rater, item=item))
     codes, names = pd.factorize(ratings[rater])  # compare the few rater names, not 1.6M labels
     rejected = np.append(pd.Index(names).astype(str).isin(screening.rejected), False)  # [-1]: no rater
     kept = ~rejected[codes]
     everyone, screened = model_mos_of_subsets(ratings, [np.ones(len(ratings), bool), kept], score=score,
                                               rater=rater, item=item)
+    return _shift_table(everyone, screened)
+
+
+def _mos_of_zscored(ratings: pd.DataFrame, zscored: pd.DataFrame, screening: ScreeningResult, codes: RatingCodes,
+                    *, rater: str, item: str) -> tuple[pd.Series, pd.Series]:
+    """(model MOS of every rater, of the raters screening kept) from the ratings' z-scores."""
+    codes.check(ratings, rater=rater, item=item)
+    if "model" not in ratings.columns:
+        raise ValueError("model_mos needs a 'model' column")
+    rows = ratings.index.get_indexer(zscored.index)
+    if (rows < 0).any():
+        raise ValueError("zscored has rows that are not among the ratings")
+    # items numbered in order of appearance among the ratings, as model_mos_of_subsets numbers them
+    unit = appearance_order(codes.unit)
+    model_of_item = np.full(int(unit.max(initial=-1)) + 1, -1)
+    model_of_item[unit[unit >= 0]] = codes.model[unit >= 0]
+    unit, rater_code = unit[rows], codes.rater[rows]
+    z_scaled = zscored["z_scaled"].to_numpy(float)
+    rejected = np.append(pd.Index(codes.rater_names).astype(str).isin(screening.rejected), False)  # [-1]: none
+    everyone = unit >= 0
+    kept = everyone & ~rejected[rater_code]
+    return tuple(model_mos_of_z(z_scaled[subset], unit[subset], model_of_item, codes.model_names)
+                 for subset in (everyone, kept))
+
+
+def _shift_table(everyone: pd.Series, screened: pd.Series) -> pd.DataFrame:
     table = pd.DataFrame({"model": everyone.index, "mos_all": everyone.to_numpy(),
                           "mos_screened": screened.reindex(everyone.index).to_numpy()})
     table["shift"] = table["mos_screened"] - table["mos_all"]

@@ -124,15 +124,24 @@ def model_mos_of_subsets(
             sigma = np.sqrt(np.bincount(r, weights=deviation**2, minlength=len(rater_names)) / (count - 1))
         usable = ((count >= 2) & (sigma > SIGMA_FLOOR))[r]
         z_scaled = 100.0 * (deviation[usable] / sigma[r[usable]] + 3.0) / 6.0
-        per_item = np.bincount(i[usable], minlength=n_items)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            item_mean = np.bincount(i[usable], weights=z_scaled, minlength=n_items) / per_item
-        rated = per_item > 0
-        models = np.bincount(model_of_item[rated], minlength=len(model_names))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mos = np.bincount(model_of_item[rated], weights=item_mean[rated], minlength=len(model_names)) / models
-        out.append(pd.Series(mos[models > 0], index=model_names[models > 0], name="mos"))
+        out.append(model_mos_of_z(z_scaled, i[usable], model_of_item, model_names))
     return out
+
+
+def model_mos_of_z(z_scaled: np.ndarray, item_code: np.ndarray, model_of_item: np.ndarray,
+                   model_names: pd.Index) -> pd.Series:
+    """Model-level z-MOS from z' values: the mean per item (``item_code``, 0..len(model_of_item)-1),
+    then the mean of a model's item means. Indexed by model (models without a value left out).
+    Items are summed in code order: the same codes give the same floats."""
+    n_items = len(model_of_item)
+    per_item = np.bincount(item_code, minlength=n_items)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        item_mean = np.bincount(item_code, weights=z_scaled, minlength=n_items) / per_item
+    rated = per_item > 0
+    models = np.bincount(model_of_item[rated], minlength=len(model_names))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mos = np.bincount(model_of_item[rated], weights=item_mean[rated], minlength=len(model_names)) / models
+    return pd.Series(mos[models > 0], index=model_names[models > 0], name="mos")
 
 
 def _t_interval(mean: pd.Series, std: pd.Series, n: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ import pytest
 from analysis.agreement import agreement_tables
 from analysis.ceiling import human_ceilings
 from analysis.codes import RatingCodes, appearance_order, dense_rank
-from analysis.screening import screen_observers
+from analysis.screening import mos_with_and_without_screening, screen_observers
 from analysis.zmos import group_means, zscore_by_rater
 
 
@@ -63,6 +63,29 @@ def test_z_scores_group_means_and_screening_with_codes_equal_those_without(seed)
         with_codes = screen_observers(frame, score=dim, codes=codes.take(present.to_numpy()))
         pd.testing.assert_frame_equal(with_codes.raters, screened.raters)
         pd.testing.assert_frame_equal(with_codes.items, screened.items)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mos_with_and_without_screening_from_the_z_scores_equals_z_scoring_each_subset_afresh(seed):
+    ratings = messy_ratings(seed)
+    ratings = ratings[ratings["model"].notna()].reset_index(drop=True)  # afresh leaves out ratings of no model
+    codes = RatingCodes(ratings)
+    for dim in ("perception", "correspondence"):
+        present = ratings[dim].notna()
+        frame = ratings[present]
+        frame_codes = codes.take(present.to_numpy())
+        result = screen_observers(frame, score=dim)
+        zscored, _ = zscore_by_rater(ratings, score=dim, codes=codes)
+        afresh = mos_with_and_without_screening(frame, score=dim, screening=result)
+        reused = mos_with_and_without_screening(frame, score=dim, screening=result, codes=frame_codes,
+                                                zscored=zscored)
+        pd.testing.assert_frame_equal(reused, afresh, check_exact=True)
+    # a rejected rater changes the screened MOS: the subset is applied, not ignored
+    result.raters.loc["r00", "rejected"] = True
+    reused = mos_with_and_without_screening(frame, score=dim, screening=result, codes=frame_codes, zscored=zscored)
+    afresh = mos_with_and_without_screening(frame, score=dim, screening=result)
+    pd.testing.assert_frame_equal(reused, afresh, check_exact=True)
+    assert (reused["shift"] != 0).any()
 
 
 @pytest.mark.parametrize("seed", [0, 1])
