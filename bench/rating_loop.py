@@ -211,8 +211,8 @@ async def run_bare(port: int, clients: int, seconds: float, meter: CpuMeter | No
 
 class CpuMeter:
     """CPU seconds per request spent by each side of the benchmark, read from /proc: the gunicorn
-    master and workers, the PostgreSQL backends of the benchmark's database plus PostgreSQL's own
-    helpers (WAL writer, checkpointer, …), the Celery worker, and this load generator. Unlike
+    master and workers, the PostgreSQL backends serving the benchmark's database (not PostgreSQL's
+    shared helpers), the Celery worker, and this load generator. Unlike
     requests/s these barely move with other work on shared cores, so they show what the ratio
     would be on a machine of our own (``cpu ratio`` = bare CPU per request / rating CPU per request)."""
 
@@ -253,11 +253,12 @@ class CpuMeter:
                     title = f.read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if not title.startswith("postgres: ") and not title.startswith("/usr/lib/postgresql/"):
+            if not title.startswith("postgres: "):
                 continue
             backend = self._BACKEND.match(title)
-            # a backend of another database belongs to someone else's work; helpers are shared
-            if backend is None or backend.group(1) == self.database or "autovacuum" in title:
+            # Only the benchmark's own backends: PostgreSQL's shared helpers (WAL writer,
+            # checkpointer, autovacuum) also work for every other database on the machine.
+            if backend is not None and backend.group(1) == self.database:
                 pids.append(int(entry))
         return pids
 
