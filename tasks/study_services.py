@@ -305,11 +305,13 @@ def study_delete(*, study: Study) -> dict[type[models.Model], int]:
 
     Raters, users and judges stay, and so do stored images: they are kept once per content hash
     and may be shared with other studies (``study_clone`` shares them); an image no study uses any
-    more is left for a clean-up, not deleted here.
+    more is left for a clean-up, not deleted here. A rating stored in the study while this runs
+    makes the commit fail on its key (IntegrityError): everything is rolled back, nothing half-deleted.
     """
     study = Study.objects.select_for_update().get(pk=study.pk)  # waits for a publish or close under way
     deleted = {}
     for step in _delete_steps([study.pk]):
+        # _raw_delete: one DELETE for the queryset, no collecting; what Django's own fast deletes run
         n = sum(part._raw_delete(part.db) for part in step.parts)
         if n:
             deleted[step.model] = n
