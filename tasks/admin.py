@@ -25,6 +25,7 @@ from tasks.study_services import (
     study_close,
     study_delete,
     study_delete_counts,
+    study_delete_refusal,
     study_publish,
 )
 
@@ -116,7 +117,9 @@ class StudyAdmin(admin.ModelAdmin):
                    for model, n in counts.items() if model is not Study]
         to_delete = links + (["and with them:", related] if related else [])
         model_count = {model._meta.verbose_name_plural: f"{n:,}" for model, n in counts.items()}
-        return to_delete, model_count, perms_needed, []
+        # Django's "protected" list: the page then refuses, and so does its POST
+        refused = [reason for study in studies if (reason := study_delete_refusal(study))]
+        return to_delete, model_count, perms_needed, refused
 
     def delete_model(self, request, obj):
         study_delete(study=obj)

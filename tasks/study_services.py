@@ -293,6 +293,19 @@ def study_delete_counts(*, studies) -> dict[type[models.Model], int]:
     return counts
 
 
+def study_delete_refusal(study: Study) -> str:
+    """Why the study may not be deleted now ('' when it may): raters could be rating an open study,
+    and a judge run under way would fail on the missing rows. Close it, or wait, first."""
+    from analysis.models import JudgeRun
+
+    if study.state == Study.State.OPEN:
+        return f"Study {study.slug} is open for rating: close it before deleting it."
+    busy = JudgeRun.objects.filter(study=study, state__in=[JudgeRun.State.QUEUED, JudgeRun.State.RUNNING]).count()
+    if busy:
+        return f"Study {study.slug} has {busy} judge run{'s' if busy > 1 else ''} under way: wait for {'them' if busy > 1 else 'it'} or cancel first."
+    return ""
+
+
 @transaction.atomic
 def study_delete(*, study: Study) -> dict[type[models.Model], int]:
     """Delete a study and every row that belongs only to it, in one transaction; returns the rows
@@ -305,10 +318,13 @@ def study_delete(*, study: Study) -> dict[type[models.Model], int]:
 
     Raters, users and judges stay, and so do stored images: they are kept once per content hash
     and may be shared with other studies (``study_clone`` shares them); an image no study uses any
-    more is left for a clean-up, not deleted here. A rating stored in the study while this runs
+    more is left for a clean-up, not deleted here. An open study or one with a judge run under way
+    is refused (StudyActionRefused, see ``study_delete_refusal``). A rating stored in the study while this runs
     makes the commit fail on its key (IntegrityError): everything is rolled back, nothing half-deleted.
     """
     study = Study.objects.select_for_update().get(pk=study.pk)  # waits for a publish or close under way
+    if reason := study_delete_refusal(study):
+        raise StudyActionRefused(reason)
     deleted = {}
     for step in _delete_steps([study.pk]):
         # _raw_delete: one DELETE for the queryset, no collecting; what Django's own fast deletes run

@@ -112,7 +112,7 @@ def two_studies():
     raters = [make_rater(), make_rater(platform="prolific", external_id="P1")]
     judge = Judge.objects.create(name="VIEScore test", kind="viescore")
     shared_image = make_item(with_image=True).image  # an image of a third study, reused by both
-    study, other = make_study(), make_study()
+    study, other = make_study(state=Study.State.CLOSED), make_study(state=Study.State.CLOSED)
     _populate(study, raters, judge, shared_image=shared_image)
     _populate(other, raters, judge, shared_image=shared_image)
     # the other study's policy tests with one of this study's items, and the other way round
@@ -227,7 +227,7 @@ def test_every_foreign_key_into_a_study_is_followed_by_the_delete():
 
 
 def _study_with_ratings(n_raters: int, n_items: int = 10) -> Study:
-    study = make_study()
+    study = make_study(state=Study.State.CLOSED)
     instance = make_instance(study)
     models = [GenModel.objects.create(study=study, name=f"M{i}") for i in range(n_items)]
     items = [Item.objects.create(study=study, instance=instance, gen_model=m) for m in models]
@@ -267,7 +267,7 @@ def test_the_statements_of_a_delete_do_not_depend_on_the_studys_size():
 @pytest.mark.skipif(connection.vendor != "postgresql",
                     reason="PostgreSQL's limit of 65,535 parameters per statement; SQLite has other limits")
 def test_a_study_with_more_ratings_than_postgresql_takes_parameters_is_deleted():
-    study = make_study(protocol="evalmi", task_type="overall")
+    study = make_study(protocol="evalmi", task_type="overall", state=Study.State.CLOSED)
     instance = make_instance(study)
     n_items, n_raters = 1_400, 48  # 67,200 ratings, each with a revision
     fast_insert(GenModel, ["study", "name"], [(study.pk, f"M{i}") for i in range(n_items)])
@@ -355,3 +355,24 @@ def test_a_staff_member_who_may_delete_studies_but_not_ratings_is_refused(client
     assert "rating" in page and "your account doesn't have permission to delete" in page
     assert client.post(url, {"post": "yes"}).status_code == 403
     assert Study.objects.filter(pk=study.pk).exists() and study.ratings.count() == 10
+
+
+@pytest.mark.parametrize("why", ["open", "judge run"])
+def test_an_open_study_or_one_with_a_judge_run_under_way_is_not_deleted(admin_client, why):
+    """Raters could be rating an open study, and a running judge would fail on missing rows: the
+    service refuses with the reason, and the admin's page shows it and deletes nothing."""
+    study = _study_with_ratings(2)
+    if why == "open":
+        Study.objects.filter(pk=study.pk).update(state=Study.State.OPEN)
+        message = "is open for rating: close it before deleting it"
+    else:
+        JudgeRun.objects.create(judge=Judge.objects.create(name="slow", kind="viescore"), study=study,
+                                state=JudgeRun.State.RUNNING)
+        message = "has 1 judge run under way"
+    study.refresh_from_db()
+    with pytest.raises(study_services.StudyActionRefused, match=message):
+        study_delete(study=study)
+    url = reverse("admin:tasks_study_delete", args=[study.pk])
+    assert message in admin_client.get(url).content.decode()
+    admin_client.post(url, {"post": "yes"})
+    assert Study.objects.filter(pk=study.pk).exists() and Rating.objects.filter(study=study).count() == 20
