@@ -373,6 +373,11 @@ def test_an_open_study_or_one_with_a_judge_run_under_way_is_not_deleted(admin_cl
     with pytest.raises(study_services.StudyActionRefused, match=message):
         study_delete(study=study)
     url = reverse("admin:tasks_study_delete", args=[study.pk])
-    assert message in admin_client.get(url).content.decode()
+    page = admin_client.get(url).content.decode()
+    assert message in page and "cannot be deleted now" in page and "protected related objects" not in page
     admin_client.post(url, {"post": "yes"})
+    selected = {"action": "delete_selected", "_selected_action": [str(study.pk)]}
+    page = admin_client.post(reverse("admin:tasks_study_changelist"), selected).content.decode()
+    assert message in page and "nothing was deleted" in page
+    admin_client.post(reverse("admin:tasks_study_changelist"), {**selected, "post": "yes"})
     assert Study.objects.filter(pk=study.pk).exists() and Rating.objects.filter(study=study).count() == 20
