@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -249,10 +251,13 @@ class Assignment(models.Model):
     presentation = models.JSONField(
         default=dict, blank=True, help_text="How the unit is shown, fixed at claim time (pairwise sides)"
     )
-    shown_at = models.DateTimeField(null=True, blank=True, help_text="Last server render; time on item counts from here")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+
+    # Not stored: when the screen the rater answers was rendered, set in memory from the form's
+    # signed stamp (tasks.rating_context.shown_from) or by screen_shown; time on item counts from it.
+    shown_at: datetime | None = None
 
     class Meta:
         ordering = ["rater", "position", "slot"]

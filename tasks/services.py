@@ -40,7 +40,7 @@ def rating_submit(
 
     ``checklist`` (ImagenHub checklist mode): SC and PQ are derived from it by Table 9 and both are
     stored; ``values`` must then be empty. When ``time_on_item_ms`` is not given it is measured
-    from the assignment's last server render (``shown_at``) to now.
+    from the render of the screen the answer came from (``assignment.shown_at``, not stored) to now.
     """
     return _rating_store(
         rater=rater, item=item, comparison=comparison, values=values, answers=answers, checklist=checklist,
