@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, CharField, Count, F, Func, Max, Min, Q, Value, When
+from django.db.models import CharField, Count, F, Func, Max, Min, Q, Value
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 

@@ -296,8 +296,6 @@ def study_delete_counts(*, studies) -> dict[type[models.Model], int]:
 def study_delete_refusal(study: Study) -> str:
     """Why the study may not be deleted now ('' when it may): raters could be rating an open study,
     and a judge run under way would fail on the missing rows. Close it, or wait, first."""
-    from analysis.models import JudgeRun
-
     if study.state == Study.State.OPEN:
         return f"Study {study.slug} is open for rating: close it before deleting it."
     busy = JudgeRun.objects.filter(study=study, state__in=[JudgeRun.State.QUEUED, JudgeRun.State.RUNNING]).count()
