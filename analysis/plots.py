@@ -35,9 +35,14 @@ def _empty(message: str) -> str:
     return _svg(fig)
 
 
-def _bin_edges(values: np.ndarray):
-    """One bar per scale point for discrete scales (≤ 11 distinct values), else 10 bins."""
-    points = np.unique(values)
+def _bin_edges(values: np.ndarray, scale: tuple[float, ...] | None = None):
+    """One bar per scale point for discrete scales (≤ 11 points), else 10 bins.
+
+    ``scale`` is the dimension's full list of allowed values: with it every point gets its bar,
+    including points nobody chose (an empty 0.5 bar says something; a missing one hides it).
+    Without it the points are those observed.
+    """
+    points = np.unique(np.asarray(scale, float) if scale else values)
     if len(points) == 0:
         return 10
     if len(points) == 1:
@@ -48,19 +53,26 @@ def _bin_edges(values: np.ndarray):
     return 10
 
 
-def score_histograms(ratings: pd.DataFrame, dimensions: list[str], *, bins: list[float] | None = None) -> str:
-    """One histogram per model (rows) and dimension (columns) of the raw votes."""
+def score_histograms(ratings: pd.DataFrame, dimensions: list[str], *, bins: list[float] | None = None,
+                     scales: dict[str, tuple[float, ...]] | None = None) -> str:
+    """One histogram per model (rows) and dimension (columns) of the raw votes.
+
+    ``scales`` maps a dimension to its allowed values so the x axis shows every scale point.
+    """
     if ratings.empty or not dimensions:
         return _empty("No ratings yet")
     models = sorted(ratings["model"].unique(), key=str)
     fig, axes = plt.subplots(len(models), len(dimensions), figsize=(2.6 * len(dimensions), 1.5 * len(models) + 0.4),
                              squeeze=False, sharex="col")
     for col, dim in enumerate(dimensions):
-        edges = bins or _bin_edges(ratings[dim].dropna().to_numpy(float))
+        scale = (scales or {}).get(dim)
+        edges = bins or _bin_edges(ratings[dim].dropna().to_numpy(float), scale)
         for row, model in enumerate(models):
             ax = axes[row][col]
             ax.hist(ratings.loc[ratings["model"] == model, dim].dropna(), bins=edges, color=COLOURS[row % len(COLOURS)],
                     rwidth=0.85)
+            if scale and len(scale) <= 11:
+                ax.set_xticks(list(scale))
             if row == 0:
                 ax.set_title(dim)
             if col == 0:

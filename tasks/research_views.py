@@ -244,7 +244,8 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
     dims = dashboard.analysis_dimensions(study)
     if name == "histograms":
-        svg = plots.score_histograms(ratings, [d for d in dims if d != "O"])
+        scales = {d.key: d.choices for d in study.protocol_def.dimensions(study.protocol_settings)}
+        svg = plots.score_histograms(ratings, [d for d in dims if d != "O"], scales=scales)
     elif name == "sc-pq":
         if ratings.empty:
             svg = plots.sc_pq_scatter(pd.DataFrame())

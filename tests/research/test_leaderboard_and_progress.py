@@ -2,6 +2,7 @@
 
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -67,3 +68,12 @@ def test_plots_are_svg_even_without_data():
             pd.DataFrame(columns=["dimension", "ratings", "alpha"])), plots.mos_with_ci(
             pd.DataFrame(columns=["model", "mean", "ci_low", "ci_high"]))):
         assert "<svg" in svg and ("No " in svg or "needs" in svg)
+
+
+def test_histograms_give_every_scale_point_a_bar_even_when_nobody_chose_it():
+    pq_votes = np.array([0.0, 1.0, 1.0])  # nobody chose 0.5
+    edges = plots._bin_edges(pq_votes, (0.0, 0.5, 1.0))
+    counts, _ = np.histogram(pq_votes, bins=edges)
+    assert list(counts) == [1, 0, 2]
+    # Without the scale only the observed points get bars: the empty 0.5 bar disappears.
+    assert len(plots._bin_edges(pq_votes)) - 1 == 2
