@@ -220,6 +220,14 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     rater = current_rater(request, slug)
     if rater is None:
         return redirect("rating:start", slug=study.slug)
+    if rater.user_id is not None and study.owners.filter(pk=rater.user_id).exists():
+        # An owner checking the page must not become one of their own raters: no attempt, no
+        # answers, nothing that would count in screening or the rater list.
+        return render(request, "rating/message.html", {
+            "study": study, "title": "You own this study",
+            "text": "The qualification test is taken by your raters; opening it as an owner records nothing. "
+                    "Its questions are the study's gold items marked for the qualification.",
+        }, status=403)
     status = gold_service.qualification_status(rater=rater, study=study)
     error = ""
     if request.method == "POST" and status.may_try:

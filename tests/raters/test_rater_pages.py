@@ -220,3 +220,20 @@ def test_a_stale_qualification_page_is_refused_and_the_current_question_shown(cl
     response = client.post(url, {"a999999-SC": "1", "a999999-PQ": "1"})
     assert response.status_code == 422 and "out of date" in response.content.decode()
     assert response.context["item"] == current
+
+
+def test_an_owner_opening_the_qualification_is_not_enrolled_as_a_rater(client):
+    from raters.models import QualificationAttempt
+
+    study = make_study(task_type="text_to_image")
+    QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=1)
+    make_gold(make_item(study), values={"SC": 1.0, "PQ": 1.0})
+    owner = make_user()
+    study.owners.add(owner)
+    rater = make_rater(user=owner)  # researchers may rate elsewhere: the row exists
+    client.force_login(owner)
+    url = reverse("raters:qualification", args=[study.slug])
+    response = client.get(url)
+    assert response.status_code == 403 and "You own this study" in response.content.decode()
+    client.post(url, {"action": "start"})
+    assert not QualificationAttempt.objects.filter(rater=rater).exists()
