@@ -137,6 +137,9 @@
       if (key === "Enter" && form && tag !== "button" && tag !== "a") { e.preventDefault(); form.requestSubmit(); }
       return;
     }
+    // Enter on a focused link or button (Back, Rubric, zoom) presses it, as everywhere on the web;
+    // only the screen's own submit button, or no focused control, submits the answers.
+    if (key === "Enter" && (tag === "a" || (tag === "button" && e.target.type !== "submit"))) return;
     if (key === "Enter") { e.preventDefault(); flushTyped(); submit(); return; }
     if (key === "ArrowLeft" || key === "Backspace") { e.preventDefault(); flushTyped(); goBack(); return; }
     if (key === "ArrowDown") { e.preventDefault(); cancelTyped(); setActive(active + 1, true); return; }

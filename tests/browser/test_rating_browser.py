@@ -184,3 +184,23 @@ def test_every_layout_renders_its_conditions_and_is_saved_as_a_screenshot(browse
     page.reload()
     page.wait_for_selector("#unit .question")
     screenshot(page, "pairwise-tablet")
+
+
+def test_enter_on_a_focused_back_or_rubric_button_presses_that_button_and_submits_nothing(browser_page):
+    page = browser_page
+    study = _demo_study("demo-text-to-image", instances=1, units_per_session=3)
+    _enter(page, study, pid="ENTERKEY")
+    _wait_screen(page, 1, 3)
+    for key in ("3", "3", "Enter"):
+        page.keyboard.press(key)
+    _wait_screen(page, 2, 3)
+    page.keyboard.press("2")  # an answer chosen on screen 2, not yet submitted
+    page.focus("[data-rubric]")
+    page.keyboard.press("Enter")  # opens the rubric, as a click would
+    page.wait_for_selector("#rubric-dialog[open] .rubric")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#rubric-dialog:not([open])", state="attached")
+    page.focus("[data-back]")
+    page.keyboard.press("Enter")  # goes back to screen 1 instead of submitting screen 2
+    _wait_screen(page, 1, 3)
+    assert Rating.objects.filter(study=study).count() == 1
