@@ -174,7 +174,7 @@ def build_demo(*, seed: int = DEMO_SEED, only: list[str] | None = None) -> DemoS
                 instructions=INSTRUCTIONS[spec.protocol],
                 settings=spec.settings,
                 state=Study.State.OPEN,
-                completion_code=f"DEMO-{spec.slug.upper()[5:15]}",
+                completion_code=f"DEMO-{spec.slug.upper()[5:]}",  # whole: a cut code fails on Prolific
             )
             study.full_clean()
             study.save()

@@ -271,7 +271,9 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
         participation.completed_at = timezone.now()
         participation.save(update_fields=["completed_at"])
     platform = participation.crowd.get("platform", rater.platform)
-    context = {"study": study, "rated": rated, "platform": platform, "code": study.completion_code}
+    # Invited (logged-in) raters are not paid through a platform: a code would only puzzle them.
+    code = study.completion_code if platform != Rater.Platform.LOCAL else ""
+    context = {"study": study, "rated": rated, "platform": platform, "code": code}
     if platform == Rater.Platform.PROLIFIC:
         context["return_url"] = crowd.prolific_return_url(study.completion_url, study.completion_code)
     elif platform == Rater.Platform.MTURK and participation.crowd.get("assignmentId"):

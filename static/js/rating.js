@@ -165,6 +165,18 @@
         box.showModal();
       }
     }
+    var copy = e.target.closest && e.target.closest("[data-copy]");
+    if (copy) {
+      var text = (document.getElementById(copy.getAttribute("data-copy")) || {}).textContent || "";
+      var said = function () { copy.textContent = "Copied"; };
+      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text.trim()).then(said);
+      else {  // plain http (a lab server): select the code so Ctrl-C takes it
+        var range = document.createRange();
+        range.selectNodeContents(document.getElementById(copy.getAttribute("data-copy")));
+        var sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+        if (document.execCommand && document.execCommand("copy")) said();
+      }
+    }
     if (e.target.closest && e.target.closest("[data-rubric]")) {
       var dialog = document.getElementById("rubric-dialog");
       if (dialog && dialog.showModal && !dialog.open) dialog.showModal();

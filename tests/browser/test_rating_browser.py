@@ -132,7 +132,7 @@ def test_a_rater_picks_the_left_image_of_a_pairwise_comparison(browser_page):
     assert rating.values["preference"] == rating.presentation["left"]
 
 
-def test_a_prolific_worker_goes_from_the_link_to_the_completion_code_and_back_to_prolific(browser_page):
+def test_a_prolific_worker_goes_from_the_link_to_the_completion_code_and_back_to_prolific(browser_page, screenshot):
     page = browser_page
     study = _demo_study("demo-control-guided-generation", instances=1, units_per_session=2)
     page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=W0RKER&STUDY_ID=st9&SESSION_ID=se9")
@@ -146,6 +146,14 @@ def test_a_prolific_worker_goes_from_the_link_to_the_completion_code_and_back_to
         page.click("button:has-text('Next')")
     page.wait_for_url("**/done")
     assert page.inner_text("[data-testid=completion-code]") == study.completion_code
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.click("[data-testid=copy-code]")  # localhost is a secure context: the clipboard API
+    page.wait_for_selector("[data-testid=copy-code]:text-is('Copied')")
+    assert page.evaluate("navigator.clipboard.readText()") == study.completion_code
+    screenshot(page, "done-prolific")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "done-prolific-phone")
+    page.set_viewport_size({"width": 1366, "height": 800})
     href = page.get_attribute("[data-testid=prolific-return]", "href")
     assert href == f"https://app.prolific.com/submissions/complete?cc={study.completion_code}"
     # the same worker opening the link again lands on the completion page, not on new work

@@ -122,3 +122,25 @@ def test_a_crowd_browser_is_known_by_a_signed_cookie_that_cannot_be_edited(clien
     assert client.get(f"/s/{study.slug}/rate").status_code == 403
     client.cookies["crowd_raters"] = f"{payload}:{signature}"  # the genuine cookie still works
     assert client.get(f"/s/{study.slug}/rate").status_code == 302
+
+
+def test_the_done_page_shows_the_whole_code_with_a_copy_button(client):
+    study = _study()
+    study.completion_code = "C" * 40  # long codes are not cut
+    study.save()
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X1")
+    html = _finish(client, study).content.decode()
+    assert f'data-testid="completion-code">{"C" * 40}<' in html and 'data-copy="completion-code"' in html
+
+
+def test_an_invited_rater_who_finishes_is_shown_no_completion_code(client):
+    from tests.factories import make_rater, make_user
+
+    study = _study()
+    user = make_user()
+    make_rater(user=user)
+    client.force_login(user)
+    client.get(f"/s/{study.slug}/start")
+    html = _finish(client, study).content.decode()
+    assert "Thank you" in html and "CODE-7" not in html and "completion code" not in html
+

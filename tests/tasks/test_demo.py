@@ -26,6 +26,8 @@ def test_demo_build_creates_rateable_studies_with_images_and_ground_truth():
     assert all(instance.question for instance in evalmi.instances.all())
     # every pair of the 5 models of each instance becomes one comparison
     assert Comparison.objects.filter(study__slug="demo-pairwise").count() == 3 * 10
+    # completion codes are whole (a cut code such as DEMO-MASK-GUIDE is refused by Prolific)
+    assert edit.completion_code == "DEMO-MASK-GUIDED-EDITING"
 
 
 def test_demo_build_is_idempotent():
