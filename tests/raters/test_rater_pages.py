@@ -220,3 +220,35 @@ def test_a_stale_qualification_page_is_refused_and_the_current_question_shown(cl
     response = client.post(url, {"a999999-SC": "1", "a999999-PQ": "1"})
     assert response.status_code == 422 and "out of date" in response.content.decode()
     assert response.context["item"] == current
+
+
+def test_a_researcher_cannot_decide_about_a_rater_with_no_work_in_their_study(client, study_with_raters):
+    """Right route, wrong object: the study's own slug with the id of a rater of another study."""
+    study, researcher, careful, speeder = study_with_raters
+    elsewhere = make_study()
+    stranger = make_rater(platform="prolific", external_id="stranger")
+    Rating.objects.create(study=elsewhere, rater=stranger, item=make_item(elsewhere), values={"SC": 1.0, "PQ": 1.0})
+    client.force_login(researcher)
+    for decision in ("block", "reject", "pause"):
+        response = client.post(reverse("raters:decide", args=[study.slug, stranger.pk]),
+                               {"decision": decision, "reason": "Not mine to judge"})
+        assert response.status_code == 404
+    stranger.refresh_from_db()
+    assert stranger.state == "active"
+    assert not RaterStanding.objects.exists() and not RaterAction.objects.exists()
+
+
+def test_a_study_owner_cannot_block_site_wide_but_an_admin_can(client, study_with_raters):
+    study, researcher, careful, speeder = study_with_raters
+    client.force_login(researcher)
+    page = client.get(reverse("raters:detail", args=[study.slug, speeder.pk]))
+    assert "block" not in dict(page.context["decisions"])
+    url = reverse("raters:decide", args=[study.slug, speeder.pk])
+    response = client.post(url, {"decision": "block", "reason": "Bot answers"}, follow=True)
+    assert "Only an admin can block" in response.content.decode()
+    speeder.refresh_from_db()
+    assert speeder.state == "active" and not RaterAction.objects.exists()
+    client.force_login(make_user(is_staff=True))
+    client.post(url, {"decision": "block", "reason": "Bot answers"})
+    speeder.refresh_from_db()
+    assert speeder.state == "blocked"
