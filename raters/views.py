@@ -183,9 +183,12 @@ def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, f"{comparison} is now gold.")
         return redirect("raters:gold_candidates", slug=study.slug)
     if request.method == "POST":
-        item = get_object_or_404(Item, pk=request.POST.get("item"), study=study)
+        pk = request.POST.get("item", "")
+        item = get_object_or_404(Item, pk=int(pk) if pk.isdigit() else None, study=study)
         try:
             tolerance = float(request.POST.get("tolerance") or 0)
+            if not math.isfinite(tolerance):  # float() takes "nan" and "inf"; neither is a tolerance
+                raise ValueError("not finite")
             gold_service.gold_confirm(study=study, item=item, actor=request.user, tolerance=tolerance)
         except ValueError as exc:  # QualificationRefused is a ValueError, as is a bad number
             messages.error(request, str(exc) if isinstance(exc, gold_service.QualificationRefused) else "Tolerance must be a number")

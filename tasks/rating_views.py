@@ -4,6 +4,8 @@ screens → completion. Screens swap in place with htmx; every link also works a
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q
@@ -35,6 +37,7 @@ from tasks.rating_context import parse_entries, screen_images, screen_view, sele
 from tasks.services import RatingRejected, screen_submit
 
 YEAR = 365 * 24 * 3600
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _message(request: HttpRequest, study: Study | None, title: str, text: str, status: int = 200) -> HttpResponse:
@@ -372,6 +375,8 @@ def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
         return HttpResponse(status=304, headers={"ETag": etag})
     if size != "full" and (not size.isdigit() or int(size) not in SIZES):
         raise Http404("No such size")
+    if not SHA256.fullmatch(sha256):  # before the database: PostgreSQL refuses a NUL in a query
+        raise Http404("No such image")
     stored = _image_for_request(request, sha256)
     if stored is None:
         raise Http404("No such image")

@@ -252,3 +252,16 @@ def test_a_study_owner_cannot_block_site_wide_but_an_admin_can(client, study_wit
     client.post(url, {"decision": "block", "reason": "Bot answers"})
     speeder.refresh_from_db()
     assert speeder.state == "blocked"
+
+
+def test_confirming_gold_with_a_malformed_item_or_tolerance_is_refused_and_stores_nothing(client, study_with_raters):
+    study, researcher, *_ = study_with_raters
+    client.force_login(researcher)
+    url = reverse("raters:gold_candidates", args=[study.slug])
+    candidate = client.get(url).context["candidates"][0].item
+    for item in ("abc", "", "1e3", "-1", "9" * 30, "\x00"):
+        assert client.post(url, {"item": item, "tolerance": "0"}).status_code == 404, item
+    for tolerance in ("nan", "inf", "-inf", "zero"):
+        response = client.post(url, {"item": candidate.pk, "tolerance": tolerance}, follow=True)
+        assert "Tolerance must be a number" in response.content.decode(), tolerance
+    assert not GoldAnswer.objects.filter(item=candidate).exists()

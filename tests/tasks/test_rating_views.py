@@ -373,3 +373,9 @@ def test_the_owner_still_sees_the_rubric_of_a_draft_to_check_it_before_publishin
     client.force_login(owner)
     response = client.get(f"/s/{study.slug}/rubric")
     assert response.status_code == 200 and "Draft to check" in response.content.decode()
+
+
+@pytest.mark.parametrize("sha256", ["a\x00b", "%00", "A" * 64, "0" * 63, "g" * 64, "x" * 5000])
+def test_a_malformed_image_hash_is_a_404_before_any_query(client, django_assert_num_queries, sha256):
+    with django_assert_num_queries(0):  # a NUL reaching PostgreSQL is a 500
+        assert client.get(f"/img/{sha256}/160").status_code == 404
