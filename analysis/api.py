@@ -109,11 +109,22 @@ class JudgeRunList(generics.ListAPIView):
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(JudgeRunOutput(run).data, status=status.HTTP_201_CREATED)
 
+    class Filters(serializers.Serializer):
+        # Checked before they reach the database: PostgreSQL refuses a NUL in a query (a 500).
+        study = serializers.SlugField(max_length=100, required=False)
+        state = serializers.ChoiceField(choices=JudgeRun.State.choices, required=False)
+
+    @extend_schema(parameters=[Filters])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
     def get_queryset(self):
+        filters = self.Filters(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)  # 400 naming the parameter
         runs = _visible_runs(self.request.user).order_by("-created_at", "-id")
-        if slug := self.request.query_params.get("study"):
+        if slug := filters.validated_data.get("study"):
             runs = runs.filter(study__slug=slug)
-        if state := self.request.query_params.get("state"):
+        if state := filters.validated_data.get("state"):
             runs = runs.filter(state=state)
         return runs
 

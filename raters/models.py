@@ -19,6 +19,16 @@ class RaterQuerySet(models.QuerySet):
             )
         ).distinct()
 
+    def with_work_in(self, study) -> "RaterQuerySet":
+        """Raters with an assignment or a rating in ``study``: the raters its researchers see and
+        decide about (the rater list, a rater's page, a decision). Anyone else is none of their business."""
+        from tasks.models import Assignment, Rating  # tasks imports raters
+
+        return self.filter(
+            models.Q(pk__in=Assignment.objects.filter(study=study).values("rater_id"))
+            | models.Q(pk__in=Rating.objects.filter(study=study).values("rater_id"))
+        )
+
 
 class Rater(models.Model):
     """A person who rates: a site user, a crowd worker known only by platform id, or an imported source.

@@ -16,7 +16,7 @@ from analysis.quality import Flag, RaterQuality, Thresholds, rater_quality
 from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater, reserved_item_ids
 from raters.models import QualityPolicy, Rater, RaterStanding
 from tasks import protocols
-from tasks.models import Assignment, Rating, Study
+from tasks.models import Rating, Study
 
 BEHAVIOUR_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500")
 SESSION_GAP = timedelta(minutes=30)  # a pause this long starts a new working session
@@ -127,9 +127,8 @@ def rater_rows(study: Study) -> list[RaterRow]:
     quality = study_quality(study, frame)
     gold = gold_accuracy_by_rater(study)
     attention = attention_failures_by_rater(study)
-    rater_ids = set(Assignment.objects.filter(study=study).values_list("rater_id", flat=True))
-    rater_ids |= set(Rating.objects.filter(study=study).values_list("rater_id", flat=True))
-    raters = Rater.objects.filter(pk__in=rater_ids).select_related("user").order_by("pk")
+    raters = list(Rater.objects.with_work_in(study).select_related("user").order_by("pk"))
+    rater_ids = [rater.pk for rater in raters]
     standings = {s.rater_id: s for s in RaterStanding.objects.filter(study=study)}
     done = (
         Rating.objects.filter(study=study, rater_id__in=rater_ids).values_list("rater_id", flat=True)

@@ -63,7 +63,8 @@ def rater_decide(*, study, rater: Rater, decision: str, reason: str, actor=None,
     """Approve, pause, reject, block or reactivate ``rater`` in ``study``.
 
     Block is site-wide (``Rater.state`` becomes blocked, so they cannot rate anywhere); the others
-    act in this study only. Reactivating a site-wide block needs a staff ``actor``. With
+    act in this study only. A site-wide block reaches other researchers' studies, so a person
+    ``actor`` must be staff to block and to lift a block (a study owner rejects instead). With
     ``automatic=True`` the decision comes from a rule: it is skipped (and the current standing
     returned) when a person approved the rater or the standing is already as severe.
     """
@@ -72,6 +73,8 @@ def rater_decide(*, study, rater: Rater, decision: str, reason: str, actor=None,
     reason = (reason or "").strip()
     if not reason:
         raise DecisionRefused("Give a reason: it is kept with the decision and shown in exports")
+    if decision == Decision.BLOCK and actor is not None and not actor.is_staff:
+        raise DecisionRefused("Only an admin can block a rater site-wide; reject them to leave them out of this study")
     Rater.objects.select_for_update().filter(pk=rater.pk).first()  # one decision at a time per rater
     rater.refresh_from_db(fields=["state", "state_reason"])
     standing, _ = RaterStanding.objects.get_or_create(study=study, rater=rater)

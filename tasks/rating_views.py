@@ -4,6 +4,8 @@ screens → completion. Screens swap in place with htmx; every link also works a
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q
@@ -35,6 +37,7 @@ from tasks.rating_context import parse_entries, screen_images, screen_view, sele
 from tasks.services import RatingRejected, screen_submit
 
 YEAR = 365 * 24 * 3600
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _message(request: HttpRequest, study: Study | None, title: str, text: str, status: int = 200) -> HttpResponse:
@@ -59,8 +62,31 @@ def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Stu
     return get_object_or_404(Study, slug=slug), None
 
 
+def _may_preview(request: HttpRequest, study: Study) -> bool:
+    """Owners and staff see a study's rater pages in any state (to check a draft before publishing)."""
+    user = request.user
+    return user.is_authenticated and (user.is_staff or study.owners.filter(pk=user.pk).exists())
+
+
+def _not_public(request: HttpRequest, study: Study) -> HttpResponse | None:
+    """None when the study's rater pages may be shown to this request, else the refusal.
+
+    Only open studies are public. A draft is a 404 (nobody but its owners and staff learns that
+    it exists, nor its title or rubric); a closed study gets a neutral page naming neither. Costs
+    a query only for a study that is not open.
+    """
+    if study.is_open or _may_preview(request, study):
+        return None
+    if study.state == Study.State.DRAFT:
+        raise Http404("No such study")
+    return _message(request, None, "This study is closed", "It takes no more ratings. Thank you for your interest.",
+                    status=410)
+
+
 def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
     study, participation = _get_participation_for_request(request, slug)
+    if study.state == Study.State.DRAFT and not _may_preview(request, study):
+        raise Http404("No such study")  # before the participation check: a 403 would tell the slug exists
     if participation is None:
         raise PermissionDenied("Open the study from its start link first.")
     return study, participation
@@ -78,6 +104,8 @@ def _step_url(study: Study, participation: Participation) -> str:
 def start(request: HttpRequest, slug: str) -> HttpResponse:
     """Entry link. Prolific/MTurk parameters identify a crowd rater; otherwise a login is needed."""
     study = get_object_or_404(Study, slug=slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     try:
         entry = crowd.crowd_entry_from(request.GET)
     except crowd.CrowdParamsInvalid as exc:
@@ -108,6 +136,8 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
     study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     if request.method == "POST":
         if request.POST.get("agree") != "yes":
             return render(request, "rating/consent.html", {"study": study, "error": "Tick the box to agree, or close this page to leave."}, status=422)
@@ -121,6 +151,8 @@ def consent(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def instructions(request: HttpRequest, slug: str) -> HttpResponse:
     study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     if participation.consented_at is None:
         return redirect(_step_url(study, participation))
     if request.method == "POST":
@@ -143,6 +175,8 @@ def _rubric_context(study: Study) -> dict:
 def rubric(request: HttpRequest, slug: str) -> HttpResponse:
     """The rubric alone: a dialog fragment for htmx, a page otherwise."""
     study = get_object_or_404(Study, slug=slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     template = "rating/rubric_page.html#rubric" if request.htmx else "rating/rubric_page.html"
     return render(request, template, {"study": study, **_rubric_context(study)})
 
@@ -153,6 +187,8 @@ def _unit_url(study: Study, position: int) -> str:
 
 def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
     if qualification_status(rater=participation.rater, study=study).may_try:
@@ -212,6 +248,8 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
 def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     """One screen: GET shows it (pre-filled when revisited), POST stores its ratings and moves on."""
     study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     if participation.instructions_seen_at is None:
         return redirect(_step_url(study, participation))
     rater = participation.rater
@@ -286,6 +324,8 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
 def more(request: HttpRequest, slug: str) -> HttpResponse:
     """Another session of screens for a rater who wants to go on."""
     study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
     try:
         claimed = assignment_batch_claim(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
@@ -337,6 +377,8 @@ def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
         return HttpResponse(status=304, headers={"ETag": etag})
     if size != "full" and (not size.isdigit() or int(size) not in SIZES):
         raise Http404("No such size")
+    if not SHA256.fullmatch(sha256):  # before the database: PostgreSQL refuses a NUL in a query
+        raise Http404("No such image")
     stored = _image_for_request(request, sha256)
     if stored is None:
         raise Http404("No such image")

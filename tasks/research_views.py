@@ -40,6 +40,13 @@ from tasks.study_services import (
 PLOTS = ("histograms", "sc-pq", "mos", "alpha")
 
 
+def plots_for(study: Study) -> list[str]:
+    """The plots that apply to the study's protocol: SC/PQ is ImagenHub's; pairwise has none of these."""
+    if study.protocol == protocols.PAIRWISE:
+        return []
+    return [p for p in PLOTS if p != "sc-pq" or study.protocol == protocols.IMAGENHUB]
+
+
 def researcher_required(view):
     @login_required
     @wraps(view)
@@ -122,9 +129,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     context = _live_context(request, study)
     if request.htmx:
         return render(request, "research/dashboard.html#live", context)
-    context["plots"] = [p for p in PLOTS if not (p == "sc-pq" and study.protocol != protocols.IMAGENHUB)]
-    if study.protocol == protocols.PAIRWISE:
-        context["plots"] = []
+    context["plots"] = plots_for(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
     return render(request, "research/dashboard.html", context)
 
@@ -239,8 +244,8 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
 def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     """One SVG plot of the study (server-rendered with matplotlib)."""
     study = _get_study_for_user(request, slug)
-    if name not in PLOTS:
-        raise Http404("unknown plot")
+    if name not in plots_for(study):
+        raise Http404("No such plot for this study's protocol")
     ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
     dims = dashboard.analysis_dimensions(study)
     if name == "histograms":

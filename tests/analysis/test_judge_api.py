@@ -135,3 +135,18 @@ def test_the_schema_documents_start_cancel_and_resume(client, world):
     body = paths["/api/judge-runs/"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     fields = schema["components"]["schemas"][body.rsplit("/", 1)[-1]]["properties"]
     assert {"study", "judge", "kind", "params", "version"} <= set(fields)
+
+
+def test_the_run_list_filters_are_checked_and_a_bad_one_is_a_400_naming_it(client, world):
+    judge = Judge.objects.create(name="Listed judge", kind="viescore", params={})
+    run = JudgeRun.objects.create(judge=judge, study=world["study"], total=3, config_hash="x")
+    client.force_login(world["owner"])
+    url = reverse("api-judge-runs")
+    found = client.get(url, {"study": "api-judged", "state": "queued"})
+    assert found.status_code == 200 and [r["id"] for r in found.json()["results"]] == [run.pk]
+    assert client.get(url, {"state": "done"}).json()["results"] == []
+    for query, name in [("study=%00", "study"), ("study=a%00b", "study"), ("study=" + "s" * 101, "study"),
+                        ("state=%00", "state"), ("state=sideways", "state")]:
+        response = client.get(f"{url}?{query}")
+        assert response.status_code == 400, (query, response.status_code)
+        assert name in response.json(), (query, response.json())

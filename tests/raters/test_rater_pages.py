@@ -237,3 +237,48 @@ def test_an_owner_opening_the_qualification_is_not_enrolled_as_a_rater(client):
     assert response.status_code == 403 and "You own this study" in response.content.decode()
     client.post(url, {"action": "start"})
     assert not QualificationAttempt.objects.filter(rater=rater).exists()
+
+
+def test_a_researcher_cannot_decide_about_a_rater_with_no_work_in_their_study(client, study_with_raters):
+    """Right route, wrong object: the study's own slug with the id of a rater of another study."""
+    study, researcher, careful, speeder = study_with_raters
+    elsewhere = make_study()
+    stranger = make_rater(platform="prolific", external_id="stranger")
+    Rating.objects.create(study=elsewhere, rater=stranger, item=make_item(elsewhere), values={"SC": 1.0, "PQ": 1.0})
+    client.force_login(researcher)
+    for decision in ("block", "reject", "pause"):
+        response = client.post(reverse("raters:decide", args=[study.slug, stranger.pk]),
+                               {"decision": decision, "reason": "Not mine to judge"})
+        assert response.status_code == 404
+    stranger.refresh_from_db()
+    assert stranger.state == "active"
+    assert not RaterStanding.objects.exists() and not RaterAction.objects.exists()
+
+
+def test_a_study_owner_cannot_block_site_wide_but_an_admin_can(client, study_with_raters):
+    study, researcher, careful, speeder = study_with_raters
+    client.force_login(researcher)
+    page = client.get(reverse("raters:detail", args=[study.slug, speeder.pk]))
+    assert "block" not in dict(page.context["decisions"])
+    url = reverse("raters:decide", args=[study.slug, speeder.pk])
+    response = client.post(url, {"decision": "block", "reason": "Bot answers"}, follow=True)
+    assert "Only an admin can block" in response.content.decode()
+    speeder.refresh_from_db()
+    assert speeder.state == "active" and not RaterAction.objects.exists()
+    client.force_login(make_user(is_staff=True))
+    client.post(url, {"decision": "block", "reason": "Bot answers"})
+    speeder.refresh_from_db()
+    assert speeder.state == "blocked"
+
+
+def test_confirming_gold_with_a_malformed_item_or_tolerance_is_refused_and_stores_nothing(client, study_with_raters):
+    study, researcher, *_ = study_with_raters
+    client.force_login(researcher)
+    url = reverse("raters:gold_candidates", args=[study.slug])
+    candidate = client.get(url).context["candidates"][0].item
+    for item in ("abc", "", "1e3", "-1", "9" * 30, "\x00"):
+        assert client.post(url, {"item": item, "tolerance": "0"}).status_code == 404, item
+    for tolerance in ("nan", "inf", "-inf", "zero"):
+        response = client.post(url, {"item": candidate.pk, "tolerance": tolerance}, follow=True)
+        assert "Tolerance must be a number" in response.content.decode(), tolerance
+    assert not GoldAnswer.objects.filter(item=candidate).exists()

@@ -50,7 +50,11 @@ def test_a_rejection_in_one_study_does_not_exclude_the_rater_elsewhere():
 def test_blocking_is_site_wide_and_only_an_admin_lifts_it():
     study, other, rater = make_study(), make_study(), make_rater()
     owner, admin = make_user(), make_user(is_staff=True)
-    rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=owner)
+    with pytest.raises(DecisionRefused, match="Only an admin can block"):
+        rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=owner)
+    rater.refresh_from_db()
+    assert rater.state == Rater.State.ACTIVE
+    rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=admin)
     rater.refresh_from_db()
     assert rater.state == Rater.State.BLOCKED and not rater.can_rate
     assert rater in Rater.objects.excluded_from_analysis(other)

@@ -235,3 +235,36 @@ def test_the_dashboard_shows_the_judges_scatter_only_when_a_judge_scored_the_stu
     assert f'href="/studies/{study.slug}/judges/"' in page
     scatter = client.get(f"/studies/{study.slug}/judges/scatter.svg?judge=viescore-gpt&dim=SC&human=SC")
     assert scatter.status_code == 200 and scatter["Content-Type"] == "image/svg+xml"
+
+
+def _evalmi_study_with_ratings(owner) -> Study:
+    from tests.factories import make_instance, make_item
+
+    study = make_study(slug="evalmi-plots", protocol="evalmi", task_type="counting")
+    study.owners.add(owner)
+    instance = make_instance(study, key="7", question="Are there two cats?", sub_questions=["Is one black?"])
+    items = [make_item(study, instance=instance, model=m) for m in ("Flux", "SD")]
+    for p, c in [(5, 4), (3, 2), (4, 4)]:
+        rater = make_rater()
+        for k, item in enumerate(items):
+            rating_submit(rater=rater, item=item, values={"perception": p - k, "correspondence": c - k},
+                          answers={"q1": "yes", "q2": "no"}, require_assignment=False)
+    return study
+
+
+def test_plots_of_an_evalmi_study_with_ratings_render_and_the_sc_pq_plot_is_not_one_of_them(client, researcher):
+    study = _evalmi_study_with_ratings(researcher)
+    client.force_login(researcher)
+    assert "plots/sc-pq.svg" not in client.get(reverse("research-study", args=[study.slug])).content.decode()
+    assert client.get(reverse("research-plot", args=[study.slug, "sc-pq"])).status_code == 404
+    for name in ("histograms", "mos", "alpha"):
+        response = client.get(reverse("research-plot", args=[study.slug, name]))
+        assert response.status_code == 200 and b"<svg" in response.content, name
+
+
+def test_a_pairwise_study_has_no_plot_route_that_answers(client, researcher):
+    pairwise = make_study(slug="pairs-plots", protocol="pairwise")
+    pairwise.owners.add(researcher)
+    client.force_login(researcher)
+    for name in ("histograms", "sc-pq", "mos", "alpha"):
+        assert client.get(reverse("research-plot", args=[pairwise.slug, name])).status_code == 404, name

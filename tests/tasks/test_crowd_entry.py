@@ -81,7 +81,7 @@ def test_a_malformed_worker_id_is_refused_with_a_clear_message(client):
 def test_a_closed_study_turns_crowd_workers_away(client):
     study = _study(state=Study.State.CLOSED)
     response = client.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e")
-    assert b"is not open" in response.content and Rater.objects.count() == 0
+    assert response.status_code == 410 and b"This study is closed" in response.content and Rater.objects.count() == 0
 
 
 def test_a_page_of_the_flow_without_an_entry_is_forbidden(client):

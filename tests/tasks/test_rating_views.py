@@ -153,7 +153,8 @@ def test_a_study_closed_while_rating_refuses_the_submit(client):
     pq, sc = _fields(client.get(url))
     Study.objects.filter(pk=study.pk).update(state=Study.State.CLOSED)
     response = client.post(url, {sc: "1", pq: "1"})
-    assert response.status_code == 422 and b"is closed" in response.content
+    assert response.status_code == 410 and b"This study is closed" in response.content
+    assert study.title.encode() not in response.content
     assert Rating.objects.count() == 0
 
 
@@ -321,3 +322,60 @@ def test_a_pairwise_screen_keeps_its_recorded_sides_on_reload_and_stores_them(cl
     client.post(url, {field: "right"})
     rating = Rating.objects.get()
     assert rating.values["preference"] == ("B" if left == "A" else "A") and rating.presentation["left"] == left
+
+
+def _visibility_personas():
+    owner, rater_user = make_user(), make_user()
+    return {"anonymous": None, "a rater": rater_user, "owner": owner, "admin": make_user(is_staff=True)}, owner
+
+
+@pytest.mark.parametrize("page", ["start", "start?PROLIFIC_PID=P9", "start?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE",
+                                  "rubric", "consent", "instructions", "rate", "rate/0", "more", "done"])
+def test_a_draft_study_is_a_404_to_everyone_but_its_owners_and_staff(client, page):
+    personas, owner = _visibility_personas()
+    study = _study(state=Study.State.DRAFT, title="Secret draft title", instructions="Secret rubric words")
+    study.owners.add(owner)
+    for persona, user in personas.items():
+        client.logout()
+        if user is not None:
+            client.force_login(user)
+        response = (client.post if page == "more" else client.get)(f"/s/{study.slug}/{page}")
+        text = response.content.decode()
+        if persona in ("owner", "admin"):
+            assert response.status_code != 404 or page not in ("start", "rubric"), (persona, page)
+            continue
+        assert response.status_code == 404, (persona, page, response.status_code)
+        assert "Secret draft title" not in text and "Secret rubric words" not in text
+
+
+@pytest.mark.parametrize("page", ["start", "start?PROLIFIC_PID=P9", "rubric", "consent", "instructions", "rate",
+                                  "rate/0"])
+def test_a_closed_study_shows_raters_a_neutral_closed_page_without_its_title_or_rubric(client, page):
+    study = _study(title="Closed study title", instructions="Closed rubric words")
+    crowd_enter(client, study, pid="P9")  # a rater who took part before it closed
+    Study.objects.filter(pk=study.pk).update(state=Study.State.CLOSED)
+    response = client.get(f"/s/{study.slug}/{page}")
+    text = response.content.decode()
+    assert response.status_code in (403, 410), (page, response.status_code)
+    assert "Closed study title" not in text and "Closed rubric words" not in text
+    if response.status_code == 410:
+        assert "This study is closed" in text
+    client.logout()
+    client.cookies.clear()
+    anonymous = client.get(f"/s/{study.slug}/{page}")
+    assert "Closed study title" not in anonymous.content.decode()
+
+
+def test_the_owner_still_sees_the_rubric_of_a_draft_to_check_it_before_publishing(client):
+    owner = make_user()
+    study = _study(state=Study.State.DRAFT, title="Draft to check")
+    study.owners.add(owner)
+    client.force_login(owner)
+    response = client.get(f"/s/{study.slug}/rubric")
+    assert response.status_code == 200 and "Draft to check" in response.content.decode()
+
+
+@pytest.mark.parametrize("sha256", ["a\x00b", "%00", "A" * 64, "0" * 63, "g" * 64, "x" * 5000])
+def test_a_malformed_image_hash_is_a_404_before_any_query(client, django_assert_num_queries, sha256):
+    with django_assert_num_queries(0):  # a NUL reaching PostgreSQL is a 500
+        assert client.get(f"/img/{sha256}/160").status_code == 404
