@@ -317,6 +317,9 @@ def check_shape(params: object) -> dict:
                 f"params.{key} looks like a credential or header; keys and endpoints belong to the operator "
                 "(pick an endpoint by name with params.endpoint)"
             )
+    for key, value in params.items():
+        if isinstance(value, str) and len(value) > MAX_URL_LENGTH:
+            raise EndpointError(f"params.{key} is longer than {MAX_URL_LENGTH} characters")
     try:
         size = len(json.dumps(params, allow_nan=False))
     except (TypeError, ValueError):
