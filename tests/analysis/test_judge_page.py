@@ -167,3 +167,11 @@ def test_a_vice_run_on_an_editing_study_shows_both_answers_per_question(client, 
     client.force_login(researcher)
     html = client.get(reverse("judge_side_by_side", args=[study.slug]), {"judge": "ViCE edit", "dim": "SC"}).content.decode()
     assert "ViCE transcript" in html and "original: <em>" in html and "remove" in html
+
+
+def test_the_page_names_the_operator_endpoints_without_their_urls(client, server, researcher):
+    study = rated_study(researcher)
+    client.force_login(researcher)
+    html = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
+    assert "<strong>default</strong> (fake-good," in html
+    assert server.base_url not in html and "127.0.0.1" not in html
