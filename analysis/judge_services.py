@@ -148,7 +148,7 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
         if lower_is_better is None:
             lower_is_better = all(metrics.LOWER_IS_BETTER.get(m, False) for m in chosen)
     if kind == Judge.Kind.EMBEDDING:
-        _embedding_params(name, params)
+        _embedding_params(name, params, owned=owner is not None)
     existing = Judge.objects.filter(name=name, owner=owner).first() if owner else (
         Judge.objects.filter(name=name, owner__isnull=True).first())
     if existing:
@@ -161,11 +161,17 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
                                 lower_is_better=bool(lower_is_better))
 
 
-def _embedding_params(name: str, params: dict, *, load: bool = False) -> embedding.EmbeddingParams:
+def _embedding_params(name: str, params: dict, *, load: bool = False, owned: bool = False) -> embedding.EmbeddingParams:
     """Validated embedding-judge params; with ``load``, also checks the checkpoint directories
-    and that torch/transformers are installed (at start, resume, and in the worker)."""
+    and that torch/transformers are installed (at start, resume, and in the worker).
+
+    Checkpoints are files on the operator's disk (and weights may be pickles): a researcher's
+    own judge may only name directories under ``JUDGE_CHECKPOINT_DIRS``; shared judges are staff's.
+    """
     try:
         parsed = embedding.parse_params(params)
+        if owned:
+            embedding.check_roots(parsed, settings.JUDGE_CHECKPOINT_DIRS)
         embedding.check_checkpoints(parsed)
         if load:
             embedding.require_backend()
@@ -178,7 +184,7 @@ def _client_setup(judge: Judge) -> tuple[ClientConfig | None, int]:
     """(client config, thread count) for a judge; every path to a request comes through here
     (start, resume, the worker), so a judge row edited behind the API's back is checked again."""
     if judge.kind == Judge.Kind.EMBEDDING:
-        _embedding_params(judge.name, judge.params, load=True)
+        _embedding_params(judge.name, judge.params, load=True, owned=judge.owner_id is not None)
         return None, 1
     try:
         judge_params_check(judge.kind, judge.params)

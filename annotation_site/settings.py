@@ -147,6 +147,8 @@ JUDGE_ENDPOINTS = judge_endpoints()
 # Off by default: researcher-given base URLs (public addresses only, never with the operator's keys).
 JUDGE_ALLOW_RESEARCHER_URLS = envbool("JUDGE_ALLOW_RESEARCHER_URLS", False)
 JUDGE_RESEARCHER_URL_NETWORKS = envnetworks("JUDGE_RESEARCHER_URL_NETWORKS")
+# Embedding judges a researcher creates may only load checkpoints under these directories.
+JUDGE_CHECKPOINT_DIRS = envlist("JUDGE_CHECKPOINT_DIRS", [])
 
 # Research dashboards colour agreement (Krippendorff's alpha) below this value as too low.
 AGREEMENT_THRESHOLD = float(envstr("AGREEMENT_THRESHOLD", "0.4"))
