@@ -1,13 +1,34 @@
+from django import forms
 from django.contrib import admin
 
 from analysis.models import Judge, JudgeRun, JudgeScore
 
 
+class JudgeForm(forms.ModelForm):
+    class Meta:
+        model = Judge
+        fields = "__all__"
+
+    def clean(self):
+        # the same schema as the API and the CLI: no URLs the operator has not allowed, no keys
+        from analysis.judge_services import JudgeRunError, judge_params_check
+
+        data = super().clean()
+        if data.get("kind") and data.get("kind") != Judge.Kind.IMPORTED and isinstance(data.get("params"), dict):
+            try:
+                judge_params_check(data["kind"], data["params"])
+            except JudgeRunError as exc:
+                raise forms.ValidationError({"params": str(exc)}) from None
+        return data
+
+
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "version", "lower_is_better", "created_at"]
-    list_filter = ["kind"]
-    search_fields = ["name"]
+    form = JudgeForm
+    list_display = ["name", "owner", "kind", "version", "lower_is_better", "created_at"]
+    list_filter = ["kind", ("owner", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "owner__username"]
+    raw_id_fields = ["owner"]  # empty owner = shared: staff make a judge shared on purpose, here
 
 
 @admin.register(JudgeRun)

@@ -12,13 +12,16 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.export_input import study_export_input
 from analysis.exports import iter_export_zip
-from analysis.judge_services import RUNNABLE_KINDS, JudgeRunError, judge_run_cancel, judge_run_request, judge_run_resume
+from analysis.judge_services import (RUNNABLE_KINDS, JudgeRunError, judge_endpoint_list, judge_run_cancel,
+                                     judge_run_request, judge_run_resume)
 from analysis.models import JudgeRun
 from analysis.report import build_report
 from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
@@ -72,20 +75,32 @@ def _visible_runs(user):
     return JudgeRun.objects.filter(study__in=Study.objects.visible_to(user)).select_related("judge", "study")
 
 
+class BoundedJSONParser(JSONParser):
+    """JSON whose nesting is too deep for Python's decoder is a 400, not a 500 (RecursionError)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None
+
+
 _REFUSED = inline_serializer("JudgeRunRefused", {"detail": serializers.CharField()})
 
 
 class JudgeRunList(generics.ListAPIView):
     """Judge runs on the studies you may see; filter with ``?study=<slug>`` and ``?state=running``.
 
-    POST starts a run on a study you own: ``{"study": slug, "judge": name}`` runs an existing
-    judge; add ``kind`` (and ``params``, ``version``) to create the judge first, or reuse the one
-    of that name with the same configuration. API keys never go in params (set ``JUDGE_API_KEY``
-    or the variable named by ``params.api_key_env`` on the workers).
+    POST starts a run on a study you own: ``{"study": slug, "judge": name}`` runs your judge of
+    that name (or a shared one); add ``kind`` (and ``params``, ``version``) to create your judge
+    first, or reuse yours of that name with the same configuration. MLLM judges pick an operator
+    endpoint by name (``params.endpoint``, see ``/api/judge-endpoints/``); URLs, keys and headers
+    never go in params. ``shared: true`` (staff only) creates a judge every researcher may run.
     """
 
     permission_classes = RESEARCH_PERMISSIONS
     serializer_class = JudgeRunOutput
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
 
     class StartInput(serializers.Serializer):
         study = serializers.SlugField(max_length=100, help_text="Slug of a study you own")
@@ -93,8 +108,10 @@ class JudgeRunList(generics.ListAPIView):
         kind = serializers.ChoiceField(choices=sorted(RUNNABLE_KINDS), required=False,
                                        help_text="Create the judge with this kind (omit to run an existing judge)")
         params = serializers.DictField(required=False, default=dict,
-                                       help_text="Judge parameters: base_url, model, concurrency, metrics… (no keys)")
+                                       help_text="Judge parameters: endpoint, model, concurrency, metrics… (no URLs, no keys)")
         version = serializers.CharField(max_length=32, required=False, default="1")
+        shared = serializers.BooleanField(required=False, default=False,
+                                          help_text="Staff only: create a shared judge instead of your own")
 
     @extend_schema(request=StartInput, responses={201: JudgeRunOutput, 400: _REFUSED})
     def post(self, request: Request) -> Response:
@@ -103,8 +120,8 @@ class JudgeRunList(generics.ListAPIView):
         data = given.validated_data
         study = get_study_for_user(request.user, data["study"])
         try:
-            run = judge_run_request(study=study, judge_name=data["judge"], kind=data.get("kind"),
-                                    params=data["params"], version=data["version"])
+            run = judge_run_request(user=request.user, study=study, judge_name=data["judge"], kind=data.get("kind"),
+                                    params=data["params"], version=data["version"], shared=data["shared"])
         except JudgeRunError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(JudgeRunOutput(run).data, status=status.HTTP_201_CREATED)
@@ -153,3 +170,14 @@ class JudgeRunAction(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         run.refresh_from_db()
         return Response(JudgeRunOutput(run).data)
+
+
+class JudgeEndpointList(APIView):
+    """The operator's judge endpoints a researcher may name in ``params.endpoint``: name, models
+    (the first is the default) and limits. URLs and key variables stay with the operator."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        return Response(judge_endpoint_list())

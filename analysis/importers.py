@@ -346,8 +346,8 @@ def _store_ratings(study: Study, rows: pd.DataFrame, dimensions: list[str], summ
 
 def _ensure_judge(name: str, *, kind: str, lower_is_better: bool = False, params: dict | None = None,
                   summary: ImportSummary) -> Judge:
-    judge, created = Judge.objects.get_or_create(
-        name=name, defaults={"kind": kind, "lower_is_better": lower_is_better, "params": params or {}}
+    judge, created = Judge.objects.get_or_create(  # imports are the operator's: shared judges
+        name=name, owner=None, defaults={"kind": kind, "lower_is_better": lower_is_better, "params": params or {}}
     )
     summary.counts["judges_created" if created else "judges_unchanged"] += 1
     return judge

@@ -27,13 +27,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from PIL import Image
 
 from analysis import metrics
 from analysis.judges import embedding, prompts
+from analysis.judges import endpoints
 from analysis.judges.client import ChatClient, ClientConfig
 from analysis.judges.evaluators import EVALUATORS, DimensionScore, ItemInputs, evaluate_gpt4v_pair
 from analysis.models import Judge, JudgeRun, JudgeScore, JudgeVerdict
@@ -54,20 +56,88 @@ class JudgeRunError(ValueError):
 
 # ------------------------------------------------------------------------------ judges
 
-def judge_create(*, name: str, kind: str, params: dict | None = None, version: str = "1", lower_is_better: bool | None = None) -> Judge:
-    """Create a judge, or return the existing one with the same name if its config matches.
+METRIC_KEYS = {"metrics"}
+NAME_MAX = 100
 
-    Raises JudgeRunError for an unknown kind, parameters carrying an API key, or an existing
-    judge of that name with a different configuration (change the name or the version instead
-    of silently mixing configurations).
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+        raise JudgeRunError(f"a judge name is 1 to {NAME_MAX} characters")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        raise JudgeRunError("a judge name must not contain control characters (NUL, newlines…)")
+    return name
+
+
+def judge_params_check(kind: str, params: object) -> dict:
+    """The judge's params, checked against its kind's schema; JudgeRunError naming what is wrong.
+
+    MLLM kinds: the operator endpoint they name must exist and serve the model; a ``base_url``
+    only when the operator allows researcher URLs, and then it must resolve to public addresses.
     """
-    if params is not None and not isinstance(params, dict):
-        raise JudgeRunError("judge parameters must be a JSON object")
-    params = dict(params or {})
+    try:
+        params = endpoints.check_shape(params)
+        if kind in endpoints.CHAT_KINDS:
+            endpoints.check_chat_params(kind, params)
+            _target(params)
+        elif kind == Judge.Kind.METRIC:
+            unknown = sorted(set(params) - METRIC_KEYS)
+            if unknown:
+                raise endpoints.EndpointError(f"unknown parameter(s) {', '.join(unknown)} for a metric judge; use metrics")
+        elif kind == Judge.Kind.EMBEDDING:
+            embedding.parse_params(params)
+    except endpoints.EndpointError as exc:
+        raise JudgeRunError(str(exc)) from None
+    except ValueError as exc:  # embedding.parse_params
+        raise JudgeRunError(str(exc)) from None
+    return params
+
+
+def _target(params: dict) -> endpoints.Target:
+    """Where an MLLM judge's requests go, from the operator's endpoints (settings)."""
+    return endpoints.resolve_target(
+        params, endpoints.parse_endpoints(settings.JUDGE_ENDPOINTS),
+        allow_researcher_urls=settings.JUDGE_ALLOW_RESEARCHER_URLS,
+        allowed_networks=endpoints.parse_networks(settings.JUDGE_RESEARCHER_URL_NETWORKS),
+    )
+
+
+def judge_endpoint_list() -> dict:
+    """What researchers may know of the operator's endpoints: names, models, limits (no URLs,
+    no key variables), and whether their own URLs are accepted."""
+    return {
+        "endpoints": [
+            {"name": e.name, "models": list(e.models), "default_model": e.default_model,
+             "max_concurrency": e.max_concurrency, "requests_per_minute": e.requests_per_minute}
+            for e in endpoints.parse_endpoints(settings.JUDGE_ENDPOINTS).values()
+        ],
+        "researcher_urls": bool(settings.JUDGE_ALLOW_RESEARCHER_URLS),
+    }
+
+
+def judge_for_user(user, name: str) -> Judge | None:
+    """The judge ``user`` means by ``name``: their own, else a shared one. Never another
+    researcher's judge, whatever it is called."""
+    judges = Judge.objects.filter(name=name)
+    return judges.filter(owner=user).first() or judges.filter(owner__isnull=True).first()
+
+
+def judge_create(*, name: str, kind: str, params: dict | None = None, version: str = "1",
+                 lower_is_better: bool | None = None, owner=None) -> Judge:
+    """Create a judge, or return the existing one with the same owner and name if its config matches.
+
+    ``owner`` None makes a shared judge (staff, CLI and imports only; the API decides who may).
+    Raises JudgeRunError for an unknown kind, parameters that fail the kind's schema (keys,
+    URLs, unknown names, out-of-range values), an owned judge named like a shared one, or an
+    existing judge of that name with a different configuration (change the name or the version
+    instead of silently mixing configurations).
+    """
+    _check_name(name)
+    if not isinstance(version, str) or not version or len(version) > 32 or "\x00" in version:
+        raise JudgeRunError("version is 1 to 32 characters")
+    params = dict(params) if isinstance(params, dict) else ({} if params is None else params)
     if kind not in Judge.Kind.values:
         raise JudgeRunError(f"unknown judge kind {kind!r}; use one of {', '.join(Judge.Kind.values)}")
-    if any(k in params for k in ("api_key", "key", "token")):
-        raise JudgeRunError("judge parameters must not contain an API key; put it in the environment (JUDGE_API_KEY)")
+    judge_params_check(kind, params)
     if kind == Judge.Kind.METRIC:
         chosen = params.get("metrics") or list(metrics.ALL_METRICS)
         if not isinstance(chosen, list) or not all(isinstance(m, str) for m in chosen):
@@ -78,20 +148,30 @@ def judge_create(*, name: str, kind: str, params: dict | None = None, version: s
         if lower_is_better is None:
             lower_is_better = all(metrics.LOWER_IS_BETTER.get(m, False) for m in chosen)
     if kind == Judge.Kind.EMBEDDING:
-        _embedding_params(name, params)
-    existing = Judge.objects.filter(name=name).first()
+        _embedding_params(name, params, owned=owner is not None)
+    existing = Judge.objects.filter(name=name, owner=owner).first() if owner else (
+        Judge.objects.filter(name=name, owner__isnull=True).first())
     if existing:
         if existing.kind != kind or existing.params != params or existing.version != version:
             raise JudgeRunError(f"a judge named {name!r} exists with another configuration; choose a new name or version")
         return existing
-    return Judge.objects.create(name=name, kind=kind, params=params, version=version, lower_is_better=bool(lower_is_better))
+    if owner is not None and Judge.objects.filter(name=name, owner__isnull=True).exists():
+        raise JudgeRunError(f"{name!r} is a shared judge's name; run it by name without kind, or choose another name")
+    return Judge.objects.create(owner=owner, name=name, kind=kind, params=params, version=version,
+                                lower_is_better=bool(lower_is_better))
 
 
-def _embedding_params(name: str, params: dict, *, load: bool = False) -> embedding.EmbeddingParams:
+def _embedding_params(name: str, params: dict, *, load: bool = False, owned: bool = False) -> embedding.EmbeddingParams:
     """Validated embedding-judge params; with ``load``, also checks the checkpoint directories
-    and that torch/transformers are installed (at start, resume, and in the worker)."""
+    and that torch/transformers are installed (at start, resume, and in the worker).
+
+    Checkpoints are files on the operator's disk (and weights may be pickles): a researcher's
+    own judge may only name directories under ``JUDGE_CHECKPOINT_DIRS``; shared judges are staff's.
+    """
     try:
         parsed = embedding.parse_params(params)
+        if owned:
+            embedding.check_roots(parsed, settings.JUDGE_CHECKPOINT_DIRS)
         embedding.check_checkpoints(parsed)
         if load:
             embedding.require_backend()
@@ -100,16 +180,30 @@ def _embedding_params(name: str, params: dict, *, load: bool = False) -> embeddi
     return parsed
 
 
-def _client_config(judge: Judge) -> ClientConfig | None:
+def _client_setup(judge: Judge) -> tuple[ClientConfig | None, int]:
+    """(client config, thread count) for a judge; every path to a request comes through here
+    (start, resume, the worker), so a judge row edited behind the API's back is checked again."""
     if judge.kind == Judge.Kind.EMBEDDING:
-        _embedding_params(judge.name, judge.params, load=True)
-        return None
-    if judge.kind == Judge.Kind.METRIC:
-        return None
+        _embedding_params(judge.name, judge.params, load=True, owned=judge.owner_id is not None)
+        return None, 1
     try:
-        return ClientConfig.from_params(judge.params)
-    except (TypeError, ValueError) as exc:  # TypeError: e.g. a list where a number belongs
+        judge_params_check(judge.kind, judge.params)
+    except JudgeRunError as exc:
         raise JudgeRunError(f"judge {judge.name}: {exc}") from None
+    if judge.kind == Judge.Kind.METRIC:
+        return None, 1
+    try:
+        target = _target(judge.params)
+        config = ClientConfig.from_target(
+            target, judge.params, allowed_networks=endpoints.parse_networks(settings.JUDGE_RESEARCHER_URL_NETWORKS)
+        )
+    except (TypeError, ValueError) as exc:  # EndpointError is a ValueError
+        raise JudgeRunError(f"judge {judge.name}: {exc}") from None
+    return config, max(1, min(int(judge.params.get("concurrency", 4)), target.max_concurrency))
+
+
+def _client_config(judge: Judge) -> ClientConfig | None:
+    return _client_setup(judge)[0]
 
 
 # ------------------------------------------------------------------------------ units
@@ -299,20 +393,27 @@ def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
 
 
 @transaction.atomic
-def judge_run_request(*, study: Study, judge_name: str, kind: str | None = None, params: dict | None = None,
-                      version: str = "1") -> JudgeRun:
-    """Start a run of the judge called ``judge_name`` on ``study`` (the API's and forms' entry point).
+def judge_run_request(*, user, study: Study, judge_name: str, kind: str | None = None, params: dict | None = None,
+                      version: str = "1", shared: bool = False) -> JudgeRun:
+    """Start a run of the judge ``user`` calls ``judge_name`` on ``study`` (the API's entry point).
 
-    With ``kind`` the judge is created, or reused when one of that name has the same kind,
-    params and version; without it the judge must exist already. Judge and run are created in
-    one transaction: a run that cannot start (no endpoint, nothing to judge) leaves no new judge.
+    Without ``kind`` the name finds the user's own judge, else a shared one; another
+    researcher's judge is never found. With ``kind`` the user's judge is created, or reused when
+    theirs of that name has the same kind, params and version; ``shared`` (staff only) creates
+    or reuses a shared judge instead. Judge and run are created in one transaction: a run that
+    cannot start (no endpoint, nothing to judge) leaves no new judge.
     """
+    if shared and not user.is_staff:
+        raise JudgeRunError("only staff create shared judges")
+    _check_name(judge_name)
     if kind is None:
-        judge = Judge.objects.filter(name=judge_name).first()
+        if params or shared:
+            raise JudgeRunError("params and shared create a judge: give its kind as well")
+        judge = judge_for_user(user, judge_name)
         if judge is None:
-            raise JudgeRunError(f"no judge named {judge_name!r}; give its kind (and params) to create it")
+            raise JudgeRunError(f"you have no judge named {judge_name!r} (nor is one shared); give its kind (and params) to create it")
     else:
-        judge = judge_create(name=judge_name, kind=kind, params=params, version=version)
+        judge = judge_create(name=judge_name, kind=kind, params=params, version=version, owner=None if shared else user)
     return judge_run_start(judge=judge, study=study)
 
 
@@ -414,10 +515,17 @@ def _write(run: JudgeRun, unit: _Unit, rows: list, *, calls: int, cached: bool) 
     return True
 
 
+def _same_owner(run: JudgeRun) -> Q:
+    """Cached answers come only from judges of the same owner (or shared ones for a shared
+    judge): one researcher's replies and rationales never fill another's run."""
+    owner = run.judge.owner_id
+    return Q(run__judge__owner_id=owner) if owner else Q(run__judge__owner__isnull=True)
+
+
 def _from_cache(run: JudgeRun, unit: _Unit) -> list | None:
     if unit.kind == "item":
         source = (
-            JudgeScore.objects.filter(cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
+            JudgeScore.objects.filter(_same_owner(run), cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
             .order_by("-run__created_at").values_list("run_id", flat=True).first()
         )
         if source is None:
@@ -433,7 +541,7 @@ def _from_cache(run: JudgeRun, unit: _Unit) -> list | None:
             row._state.adding = True
         return rows
     verdict = (
-        JudgeVerdict.objects.filter(cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
+        JudgeVerdict.objects.filter(_same_owner(run), cache_key=unit.key, parse_status__in=CACHEABLE).exclude(run=run)
         .order_by("-run__created_at").first()
     )
     if verdict is None:
@@ -500,7 +608,12 @@ def judge_run_execute(*, run_id: int, task_id: str = "") -> JudgeRun | None:
     if run.started_at is None:
         JudgeRun.objects.filter(pk=run.pk).update(started_at=now)
     judge = run.judge
-    config = _client_config(judge)
+    try:
+        config, concurrency = _client_setup(judge)
+    except JudgeRunError as exc:  # e.g. the endpoint was removed, or the row was edited to a forbidden URL
+        _finish(run, JudgeRun.State.FAILED, str(exc))
+        run.refresh_from_db()
+        return run
     if judge.kind == Judge.Kind.EMBEDDING:
         params = embedding.parse_params(judge.params)
         fingerprint = embedding.checkpoints_fingerprint(params)
@@ -510,7 +623,6 @@ def judge_run_execute(*, run_id: int, task_id: str = "") -> JudgeRun | None:
         return run
     client = ChatClient(config) if config else None
     model = config.model if config else "offline"
-    concurrency = max(1, int(judge.params.get("concurrency", 4))) if client else 1
     units = _pending_units(run, model)
     in_flight: dict[Future, _Unit] = {}
     sent_before = 0

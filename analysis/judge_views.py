@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from analysis import data
-from analysis.judge_services import JudgeRunError, judge_run_cancel, judge_run_resume
+from analysis.judge_services import JudgeRunError, judge_endpoint_list, judge_run_cancel, judge_run_resume
 from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
 from analysis.report import QA_DIMENSION, build_report, human_item_scores
@@ -170,6 +170,7 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
             next(key for j, key in _scatter_options(report) if j == judge) if judge else None),
         "disagreements": _disagreements(study, judge, dimension, human_dimension) if judge else [],
         "pairwise": _pairwise_block(study) if study.protocol == protocols.PAIRWISE else [],
+        "judge_endpoints": judge_endpoint_list(),  # names and models only: URLs and keys stay with the operator
     }
     if request.htmx and request.GET.get("fragment") == "runs":
         return render(request, "analysis/side_by_side.html#runs", context)

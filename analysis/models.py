@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -23,15 +24,27 @@ class Judge(models.Model):
         EMBEDDING = "embedding", "CLIP / DINO embeddings (local checkpoint)"
         IMPORTED = "imported", "Imported scores"
 
-    name = models.CharField(max_length=100, unique=True)
+    # A researcher's judge is theirs: names are per owner, so naming someone else's judge finds
+    # nothing of theirs. No owner = shared, made on purpose by staff (admin, CLI, imports).
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="judges", help_text="Empty: a shared judge every researcher may run")
+    name = models.CharField(max_length=100)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    params = models.JSONField(default=dict, blank=True, help_text="Model, endpoint, prompt options… (no API keys)")
+    params = models.JSONField(default=dict, blank=True, help_text="Endpoint name, model, prompt options… (no URLs of the operator, no keys)")
     version = models.CharField(max_length=32, default="1")
     lower_is_better = models.BooleanField(default=False, help_text="True for distances such as LPIPS")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="judge_name_unique_per_owner"),
+            models.UniqueConstraint(fields=["name"], condition=models.Q(owner__isnull=True), name="judge_shared_name_unique"),
+        ]
+
+    @property
+    def is_shared(self) -> bool:
+        return self.owner_id is None
 
     def __str__(self) -> str:
         return self.name

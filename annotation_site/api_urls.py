@@ -20,6 +20,7 @@ urlpatterns = [
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),
     path("judge-runs/<int:pk>/resume/", analysis_api.JudgeRunAction.as_view(action="resume"), name="api-judge-run-resume"),
+    path("judge-endpoints/", analysis_api.JudgeEndpointList.as_view(), name="api-judge-endpoints"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -88,3 +88,27 @@ def database_config(url: str | None, *, default_sqlite_path: str, prepare_thresh
             options["server_side_binding"] = True
             options["prepare_threshold"] = int(threshold)
     return config
+
+
+def judge_endpoints() -> dict[str, dict]:
+    """Operator judge endpoints from ``JUDGE_ENDPOINTS`` (JSON) and/or the single-endpoint
+    ``JUDGE_API_BASE`` / ``JUDGE_MODEL`` / ``JUDGE_API_KEY`` (the endpoint named ``default``).
+    A bad entry stops start-up with the reason (analysis.judges.endpoints checks the schema)."""
+    from analysis.judges.endpoints import EndpointError, endpoints_from_environ
+
+    try:
+        return endpoints_from_environ(os.environ)
+    except EndpointError as exc:
+        raise EnvError(str(exc)) from None
+
+
+def envnetworks(name: str) -> list[str]:
+    """Comma-separated IP addresses or CIDR networks, each checked."""
+    from analysis.judges.endpoints import EndpointError, parse_networks
+
+    values = envlist(name, [])
+    try:
+        parse_networks(values)
+    except EndpointError as exc:
+        raise EnvError(f"{name}: {exc}") from None
+    return values

@@ -6,6 +6,7 @@ Defaults give a working development site on a fresh clone: SQLite in the repo, C
 from pathlib import Path
 
 from annotation_site.env import EnvError, database_config, envbool, envint, envlist, envstr
+from annotation_site.env import envnetworks, judge_endpoints
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -147,6 +148,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+# MLLM judge endpoints belong to the operator; researchers pick one by name (README "Configuration").
+JUDGE_ENDPOINTS = judge_endpoints()
+# Off by default: researcher-given base URLs (public addresses only, never with the operator's keys).
+JUDGE_ALLOW_RESEARCHER_URLS = envbool("JUDGE_ALLOW_RESEARCHER_URLS", False)
+JUDGE_RESEARCHER_URL_NETWORKS = envnetworks("JUDGE_RESEARCHER_URL_NETWORKS")
+# Embedding judges a researcher creates may only load checkpoints under these directories.
+JUDGE_CHECKPOINT_DIRS = envlist("JUDGE_CHECKPOINT_DIRS", [])
+
 # Research dashboards colour agreement (Krippendorff's alpha) below this value as too low.
 AGREEMENT_THRESHOLD = float(envstr("AGREEMENT_THRESHOLD", "0.4"))
 

@@ -65,7 +65,7 @@ def main() -> int:
     try:
         base_url = server.stdout.readline().strip()
         with scratch_database() as url:
-            django_setup(url)
+            django_setup(url, JUDGE_API_BASE=base_url, JUDGE_MODEL="fake-slow")  # the operator's endpoint "default"
             from django.db import connections
 
             from analysis.judge_services import judge_create, judge_run_start
@@ -73,7 +73,7 @@ def main() -> int:
 
             study = build_items(args.items)
             judge = judge_create(name="VIEScore bench", kind="viescore", params={
-                "base_url": base_url, "model": "fake-slow", "concurrency": args.concurrency,
+                "endpoint": "default", "model": "fake-slow", "concurrency": args.concurrency,
                 "timeout_seconds": 30, "backoff_seconds": 0.05,
             })
             with Timer() as first:

@@ -14,7 +14,10 @@ Start it with ``with FakeJudgeServer() as server:``; ``server.base_url`` is
 - ``fake-429``: always HTTP 429.  ``fake-500``: always HTTP 500.
 
 ``server.requests`` counts every HTTP request (retries included); ``server.bodies`` keeps the
-parsed request bodies.
+parsed request bodies and ``server.headers`` the request headers.
+
+Judges reach it as an operator endpoint: ``server.endpoints()`` is a ``JUDGE_ENDPOINTS`` value
+naming it ``default`` with every fake model (set it with the ``settings`` fixture).
 """
 
 from __future__ import annotations
@@ -115,6 +118,9 @@ def good_answer(messages: list) -> str:
     return "I do not recognise this prompt."
 
 
+FAKE_MODELS = ("fake-good", "fake-malformed", "fake-refuse", "fake-slow", "fake-429-once", "fake-429", "fake-500")
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
 
@@ -137,6 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw)
         with owner.lock:
             owner.requests += 1
+            owner.headers.append(dict(self.headers))
             owner.bodies.append(body)
             digest = hashlib.sha256(raw).hexdigest()
             seen_before = digest in owner.seen
@@ -180,6 +187,7 @@ class FakeJudgeServer:
         self.lock = threading.Lock()
         self.requests = 0
         self.bodies: list[dict] = []
+        self.headers: list[dict] = []
         self.seen: set[str] = set()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
@@ -189,10 +197,14 @@ class FakeJudgeServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
+    def endpoints(self, name: str = "default", **extra) -> dict:
+        return {name: {"base_url": self.base_url, "models": list(FAKE_MODELS), **extra}}
+
     def reset(self) -> None:
         with self.lock:
             self.requests = 0
             self.bodies.clear()
+            self.headers.clear()
             self.seen.clear()
 
     def __enter__(self) -> "FakeJudgeServer":

@@ -152,6 +152,22 @@ def _check_directory(path: str, what: str, model_types: tuple[str, ...] = ()) ->
     return directory
 
 
+def check_roots(params: EmbeddingParams, roots: list[str]) -> None:
+    """Raise :class:`CheckpointError` unless every checkpoint lies under one of ``roots`` (the
+    operator's model directories), judged on the resolved path so ``..`` and symlinks cannot leave."""
+    allowed = [Path(root).expanduser().resolve() for root in roots]
+    for what, path in (("clip_checkpoint", params.clip_checkpoint), ("dino_checkpoint", params.dino_checkpoint)):
+        if not path:
+            continue
+        if not allowed:
+            raise CheckpointError(
+                f"{what}: the operator lists no checkpoint directories (JUDGE_CHECKPOINT_DIRS); ask staff for a shared judge"
+            )
+        real = Path(path).expanduser().resolve()
+        if not any(real == root or root in real.parents for root in allowed):
+            raise CheckpointError(f"{what} must be inside a checkpoint directory the operator lists (JUDGE_CHECKPOINT_DIRS)")
+
+
 def check_checkpoints(params: EmbeddingParams) -> None:
     """Raise :class:`CheckpointError` when a checkpoint directory is missing or incomplete."""
     if params.clip_checkpoint:

@@ -111,3 +111,24 @@ def test_the_site_imports_the_judge_runner_without_importing_torch():
                             cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_a_researchers_own_embedding_judge_loads_checkpoints_only_from_the_operators_directories(tmp_path, settings):
+    from tests.factories import make_user
+
+    researcher = make_user("embedding-researcher")
+    models = tmp_path / "models"
+    inside = fake_checkpoint(models / "clip")
+    outside = fake_checkpoint(tmp_path / "elsewhere" / "clip")
+    (models / "escape").symlink_to(outside)
+    settings.JUDGE_CHECKPOINT_DIRS = []
+    with pytest.raises(JudgeRunError, match="lists no checkpoint directories"):
+        judge_create(name="clip", kind="embedding", params={"clip_checkpoint": str(inside)}, owner=researcher)
+    settings.JUDGE_CHECKPOINT_DIRS = [str(models)]
+    for sneaky in (outside, models / ".." / "elsewhere" / "clip", models / "escape"):
+        with pytest.raises(JudgeRunError, match="inside a checkpoint directory the operator lists"):
+            judge_create(name="clip", kind="embedding", params={"clip_checkpoint": str(sneaky)}, owner=researcher)
+    judge = judge_create(name="clip", kind="embedding", params={"clip_checkpoint": str(inside)}, owner=researcher)
+    assert judge.owner == researcher
+    # staff's shared judges are the operator's own choice of directory
+    assert judge_create(name="clip", kind="embedding", params={"clip_checkpoint": str(outside)}).is_shared

@@ -18,6 +18,12 @@ def server():
         yield running
 
 
+@pytest.fixture(autouse=True)
+def operator_endpoint(settings, server):
+    """The fake server is the operator's endpoint named ``default``; judges pick it by name."""
+    settings.JUDGE_ENDPOINTS = server.endpoints()
+
+
 @pytest.fixture
 def world():
     owner = make_user("api-owner")
@@ -34,7 +40,7 @@ def world():
 
 def start_body(server, **extra):
     return {"study": "api-judged", "judge": "VIEScore api", "kind": "viescore",
-            "params": {"base_url": server.base_url, "model": "fake-good"}, **extra}
+            "params": {"model": "fake-good"}, **extra}
 
 
 def post(client, user, url, body=None, capture=None):
@@ -74,16 +80,17 @@ def test_others_cannot_start_a_run_and_nothing_is_stored(client, server, world, 
     assert not JudgeRun.objects.exists() and not Judge.objects.exists()
 
 
-def test_bad_start_requests_say_why_and_store_nothing(client, server, world, monkeypatch):
-    monkeypatch.delenv("JUDGE_API_BASE", raising=False)
+def test_bad_start_requests_say_why_and_store_nothing(client, server, world):
     url = reverse("api-judge-runs")
     cases = [
         ({"study": "api-judged", "judge": "nobody"}, "no judge named 'nobody'"),
-        ({"study": "api-judged", "judge": "x", "kind": "viescore", "params": {"model": "m"}}, "no endpoint"),
-        ({"study": "api-judged", "judge": "x", "kind": "viescore", "params": {"api_key": "sk-1"}}, "API key"),
+        ({"study": "api-judged", "judge": "x", "kind": "viescore", "params": {"endpoint": "elsewhere"}},
+         "no judge endpoint named 'elsewhere'"),
+        ({"study": "api-judged", "judge": "x", "kind": "viescore", "params": {"model": "m"}}, "does not serve params.model 'm'"),
+        ({"study": "api-judged", "judge": "x", "kind": "viescore", "params": {"api_key": "sk-1"}}, "params.api_key"),
         ({"study": "api-judged", "judge": "x", "kind": "metric", "params": {"metrics": ["nope"]}}, "unknown metric"),
         ({"study": "api-judged", "judge": "x", "kind": "viescore",
-          "params": {"base_url": server.base_url, "model": "m", "timeout_seconds": [1]}}, "judge x"),
+          "params": {"model": "fake-good", "timeout_seconds": [1]}}, "params.timeout_seconds"),
     ]
     for body, message in cases:
         response = post(client, world["owner"], url, body)

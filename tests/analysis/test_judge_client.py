@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.judges.client import ChatClient, ChatError, ClientConfig, RateLimiter
+from analysis.judges.endpoints import Endpoint, Target, resolve_target
 from analysis.judges.evaluators import (
     ItemInputs,
     dual_sided,
@@ -28,9 +29,9 @@ def server():
 
 
 def client_for(server, model: str, **params) -> ChatClient:
-    config = ClientConfig.from_params(
-        {"base_url": server.base_url, "model": model, "backoff_seconds": 0.01, "timeout_seconds": 5, **params}, env={}
-    )
+    target = Target(base_url=server.base_url, model=model, api_key_env="", researcher_url=False,
+                    max_concurrency=8, requests_per_minute=0.0, endpoint="fake")
+    config = ClientConfig.from_target(target, {"backoff_seconds": 0.01, "timeout_seconds": 5, **params}, env={})
     return ChatClient(config)
 
 
@@ -153,16 +154,14 @@ def test_vice_keeps_a_transcript_with_bounded_refinement_rounds(server):
     assert sc.details["concepts"] == ["a shape", "its colour"]
 
 
-def test_judge_params_must_not_carry_an_api_key():
-    with pytest.raises(ValueError, match="API key"):
-        ClientConfig.from_params({"base_url": "http://x", "model": "m", "api_key": "sk-secret"}, env={})
-
-
-def test_endpoint_and_key_come_from_the_environment_when_params_omit_them():
-    config = ClientConfig.from_params({}, env={"JUDGE_API_BASE": "http://h/v1/", "JUDGE_MODEL": "m", "JUDGE_API_KEY": "k"})
-    assert (config.base_url, config.model, config.api_key) == ("http://h/v1", "m", "k")
-    with pytest.raises(ValueError, match="JUDGE_API_BASE"):
-        ClientConfig.from_params({"model": "m"}, env={})
+def test_the_key_comes_from_the_variable_the_operator_endpoint_names():
+    endpoint = Endpoint(name="default", base_url="http://h/v1", models=("m", "m2"), api_key_env="JUDGE_API_KEY",
+                        requests_per_minute=60)
+    target = resolve_target({"model": "m2", "requests_per_minute": 600}, {"default": endpoint}, allow_researcher_urls=False)
+    config = ClientConfig.from_target(target, {"requests_per_minute": 600}, env={"JUDGE_API_KEY": "k", "OTHER": "o"})
+    assert (config.base_url, config.model, config.api_key) == ("http://h/v1", "m2", "k")
+    assert config.requests_per_minute == 60  # the stricter of the endpoint's limit and the judge's
+    assert "'k'" not in repr(config)
 
 
 def test_the_rate_limiter_spaces_request_starts():

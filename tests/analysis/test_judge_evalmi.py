@@ -38,6 +38,12 @@ def server():
         yield running
 
 
+@pytest.fixture(autouse=True)
+def operator_endpoint(settings, server):
+    """The fake server is the operator's endpoint named ``default``; judges pick it by name."""
+    settings.JUDGE_ENDPOINTS = server.endpoints()
+
+
 @pytest.fixture
 def researcher():
     return make_user("researcher-evalmi")
@@ -64,7 +70,7 @@ def evalmi_study(owner):
 
 
 def run_evalmi_judge(server, study, capture):
-    judge = judge_create(name="EvalMi fake", kind="evalmi", params={"base_url": server.base_url, "model": "fake-good"})
+    judge = judge_create(name="EvalMi fake", kind="evalmi", params={"model": "fake-good"})
     with capture(execute=True):
         run = judge_run_start(judge=judge, study=study)
     run.refresh_from_db()

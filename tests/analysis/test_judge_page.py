@@ -22,6 +22,12 @@ def server():
         yield running
 
 
+@pytest.fixture(autouse=True)
+def operator_endpoint(settings, server):
+    """The fake server is the operator's endpoint named ``default``; judges pick it by name."""
+    settings.JUDGE_ENDPOINTS = server.endpoints()
+
+
 @pytest.fixture
 def researcher():
     return make_user("researcher-judges")
@@ -43,7 +49,7 @@ def rated_study(owner, *, models=("Alpha", "Beta"), instances=6, seed=3):
 
 
 def run_viescore(server, study, django_capture_on_commit_callbacks, **params):
-    judge = judge_create(name="VIEScore", kind="viescore", params={"base_url": server.base_url, "model": "fake-good", **params})
+    judge = judge_create(name="VIEScore", kind="viescore", params={"model": "fake-good", **params})
     with django_capture_on_commit_callbacks(execute=True):
         return judge_run_start(judge=judge, study=study)
 
@@ -94,7 +100,7 @@ def test_an_anonymous_visitor_is_sent_to_log_in(client, researcher):
 
 def test_a_researcher_cancels_a_queued_run_and_resumes_it(client, server, researcher, django_capture_on_commit_callbacks):
     study = rated_study(researcher, instances=2)
-    judge = judge_create(name="VIEScore", kind="viescore", params={"base_url": server.base_url, "model": "fake-good"})
+    judge = judge_create(name="VIEScore", kind="viescore", params={"model": "fake-good"})
     run = judge_run_start(judge=judge, study=study)  # not committed in the test: stays queued
     client.force_login(researcher)
     client.post(reverse("judge_run_cancel", args=[study.slug, run.pk]))
@@ -122,7 +128,7 @@ def test_a_pairwise_study_shows_agreement_with_the_33_percent_baseline(client, s
     comparison = make_comparison(study)
     for rater in [make_rater() for _ in range(3)]:
         Rating.objects.create(study=study, rater=rater, comparison=comparison, values={"preference": "A"})
-    judge = judge_create(name="GPT-4V", kind="gpt4v", params={"base_url": server.base_url, "model": "fake-good"})
+    judge = judge_create(name="GPT-4V", kind="gpt4v", params={"model": "fake-good"})
     with django_capture_on_commit_callbacks(execute=True):
         judge_run_start(judge=judge, study=study)
     client.force_login(researcher)
@@ -150,7 +156,7 @@ def test_a_vice_run_on_an_editing_study_shows_both_answers_per_question(client, 
             item.save(update_fields=["image"])
             for r, rater in enumerate(raters):
                 Rating.objects.create(study=study, rater=rater, item=item, values={"SC": [0, 0.5, 1][(shade // 60 + r) % 3], "PQ": 1})
-    judge = judge_create(name="ViCE edit", kind="vice", params={"base_url": server.base_url, "model": "fake-good",
+    judge = judge_create(name="ViCE edit", kind="vice", params={"model": "fake-good",
                                                                 "vice_questions": 3, "vice_max_rounds": 0})
     with django_capture_on_commit_callbacks(execute=True):
         run = judge_run_start(judge=judge, study=study)
@@ -161,3 +167,11 @@ def test_a_vice_run_on_an_editing_study_shows_both_answers_per_question(client, 
     client.force_login(researcher)
     html = client.get(reverse("judge_side_by_side", args=[study.slug]), {"judge": "ViCE edit", "dim": "SC"}).content.decode()
     assert "ViCE transcript" in html and "original: <em>" in html and "remove" in html
+
+
+def test_the_page_names_the_operator_endpoints_without_their_urls(client, server, researcher):
+    study = rated_study(researcher)
+    client.force_login(researcher)
+    html = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
+    assert "<strong>default</strong> (fake-good," in html
+    assert server.base_url not in html and "127.0.0.1" not in html

@@ -21,6 +21,12 @@ def server():
         yield running
 
 
+@pytest.fixture(autouse=True)
+def operator_endpoint(settings, server):
+    """The fake server is the operator's endpoint named ``default``; judges pick it by name."""
+    settings.JUDGE_ENDPOINTS = server.endpoints()
+
+
 @pytest.fixture
 def run_now(django_capture_on_commit_callbacks):
     """Start a run and execute the queued Celery job (eager) as the commit would."""
@@ -37,7 +43,7 @@ def run_now(django_capture_on_commit_callbacks):
 def viescore(server, model="fake-good", name="VIEScore (fake)", **params):
     return judge_create(
         name=name, kind="viescore",
-        params={"base_url": server.base_url, "model": model, "backoff_seconds": 0.01, "timeout_seconds": 5, **params},
+        params={"model": model, "backoff_seconds": 0.01, "timeout_seconds": 5, **params},
     )
 
 
@@ -103,7 +109,7 @@ def test_refusals_and_malformed_replies_are_stored_without_values_and_counted_fa
 
 def test_failed_units_are_not_cached_so_a_resume_asks_again(server, run_now, django_capture_on_commit_callbacks):
     study = study_with_items(count=2)
-    judge = judge_create(name="flaky", kind="evalmi", params={"base_url": server.base_url, "model": "fake-500", "max_retries": 0, "backoff_seconds": 0})
+    judge = judge_create(name="flaky", kind="evalmi", params={"model": "fake-500", "max_retries": 0, "backoff_seconds": 0})
     run = run_now(judge, study)
     assert (run.state, run.failed) == ("done", 2)
     run.state = JudgeRun.State.FAILED
@@ -177,16 +183,18 @@ def test_a_second_delivery_of_a_finished_run_does_nothing(server, run_now):
     assert server.requests == 0
 
 
-def test_a_judge_without_an_endpoint_cannot_start(monkeypatch):
-    monkeypatch.delenv("JUDGE_API_BASE", raising=False)
-    judge = judge_create(name="nowhere", kind="viescore", params={"model": "m"})
-    with pytest.raises(JudgeRunError, match="JUDGE_API_BASE"):
+def test_a_judge_whose_endpoint_the_operator_removed_cannot_start(settings):
+    judge = judge_create(name="nowhere", kind="viescore", params={"model": "fake-good"})
+    settings.JUDGE_ENDPOINTS = {}
+    with pytest.raises(JudgeRunError, match="no judge endpoint is configured"):
         judge_run_start(judge=judge, study=study_with_items(count=1))
     assert not JudgeRun.objects.exists()
+    with pytest.raises(JudgeRunError, match="no judge endpoint is configured"):
+        judge_create(name="nowhere either", kind="viescore", params={"model": "m"})
 
 
 def test_judge_params_with_an_api_key_are_refused():
-    with pytest.raises(JudgeRunError, match="API key"):
+    with pytest.raises(JudgeRunError, match="params.api_key looks like a credential"):
         judge_create(name="leaky", kind="viescore", params={"api_key": "sk-1"})
 
 
@@ -199,7 +207,7 @@ def test_the_same_name_with_another_config_is_refused(server):
 def test_gpt4v_on_a_pairwise_study_stores_dual_sided_verdicts(server, run_now):
     study = make_study(protocol="pairwise", task_type="text_to_image")
     comparison = make_comparison(study)
-    judge = judge_create(name="gpt4v", kind="gpt4v", params={"base_url": server.base_url, "model": "fake-good"})
+    judge = judge_create(name="gpt4v", kind="gpt4v", params={"model": "fake-good"})
     run = run_now(judge, study)
     assert (run.total, run.done, run.failed) == (3, 3, 0)  # two items graded alone + one comparison
     verdict = JudgeVerdict.objects.get(run=run, comparison=comparison)
@@ -231,7 +239,7 @@ def test_the_run_judge_command_runs_and_reruns_from_cache(server):
 
     study = study_with_items(count=2)
     out = StringIO()
-    args = [study.slug, "--judge", "cli-vie", "--kind", "viescore", "--param", f"base_url={server.base_url}", "--param", "model=fake-good"]
+    args = [study.slug, "--judge", "cli-vie", "--kind", "viescore", "--endpoint", "default", "--param", "model=fake-good"]
     call_command("run_judge", *args, stdout=out)
     assert "done, 2/2 units, 0 failed or refused, 4 requests, 0 from cache" in out.getvalue()
     out = StringIO()

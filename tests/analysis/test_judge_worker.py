@@ -51,14 +51,15 @@ def celery_worker(transactional_db, settings):
         app.conf.update(saved)
 
 
-def test_a_real_worker_runs_a_viescore_job_and_a_rerun_makes_no_calls(celery_worker):
+def test_a_real_worker_runs_a_viescore_job_and_a_rerun_makes_no_calls(celery_worker, settings):
     import time
 
     study = make_study()
     for i in range(3):
         make_item(study, model=f"Model{i % 2}")
     with FakeJudgeServer() as server:
-        judge = judge_create(name="VIEScore worker", kind="viescore", params={"base_url": server.base_url, "model": "fake-good"})
+        settings.JUDGE_ENDPOINTS = server.endpoints()  # the worker runs in this process
+        judge = judge_create(name="VIEScore worker", kind="viescore", params={"model": "fake-good"})
         runs = []
         for _ in range(2):
             run = judge_run_start(judge=judge, study=study)  # autocommit: queued to the broker at once

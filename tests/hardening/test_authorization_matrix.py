@@ -47,7 +47,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^studies/<slug:slug>/qualification/$", "rater_flow"),
     (r"^studies/<slug:slug>/(raters|judges)/", "owner"),
     (r"^api/(schema|docs|redoc)/$", "public"),  # describes the API, holds no data
-    (r"^api/(studies|judge-runs)/$", "researcher"),
+    (r"^api/(studies|judge-runs|judge-endpoints)/$", "researcher"),
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),

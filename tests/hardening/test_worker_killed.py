@@ -36,10 +36,11 @@ pytestmark = [
 ]
 
 
-def start_worker(queue: str, media_root: str) -> subprocess.Popen:
+def start_worker(queue: str, media_root: str, **extra_env: str) -> subprocess.Popen:
     db = connection.settings_dict
     env = {
         **os.environ,
+        **extra_env,
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "tests.hardening.worker_settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
@@ -81,11 +82,13 @@ def test_a_judge_run_whose_worker_is_killed_finishes_on_a_new_worker_without_dup
     workers = []
     try:
         with FakeJudgeServer(slow_seconds=0.25) as server:
+            # the operator's endpoint, here and in the worker processes (their settings read the environment)
+            endpoint = {"JUDGE_API_BASE": server.base_url, "JUDGE_MODEL": "fake-slow"}
+            settings.JUDGE_ENDPOINTS = server.endpoints()
             judge = judge_create(name="VIEScore (kill test)", kind="viescore", params={
-                "base_url": server.base_url, "model": "fake-slow", "concurrency": 2,
-                "backoff_seconds": 0.01, "timeout_seconds": 10,
+                "model": "fake-slow", "concurrency": 2, "backoff_seconds": 0.01, "timeout_seconds": 10,
             })
-            workers.append(start_worker(queue, settings.MEDIA_ROOT))
+            workers.append(start_worker(queue, settings.MEDIA_ROOT, **endpoint))
             run = judge_run_start(judge=judge, study=study)
             wait_for(lambda: JudgeRun.objects.get(pk=run.pk).done >= 3, 60, "the first units")
             os.killpg(workers[0].pid, signal.SIGKILL)
@@ -93,7 +96,7 @@ def test_a_judge_run_whose_worker_is_killed_finishes_on_a_new_worker_without_dup
             done_at_kill = JudgeRun.objects.get(pk=run.pk).done
             assert done_at_kill < run.total, "the run finished before the kill; slow the fake server down"
 
-            workers.append(start_worker(queue, settings.MEDIA_ROOT))
+            workers.append(start_worker(queue, settings.MEDIA_ROOT, **endpoint))
             wait_for(lambda: JudgeRun.objects.get(pk=run.pk).state == JudgeRun.State.DONE, 90, "the run to finish")
     finally:
         for worker in workers:
