@@ -149,8 +149,11 @@ def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens
             assert page.status_code == 200
             html = page.content.decode()
             assert "GOLD-NOTE-pw" not in html and "gold" not in html.lower()
-            (field,) = set(re.findall(r'name="(a\d+-preference)"', html))
-            assignment = Assignment.objects.select_related("comparison__item_a__image").get(pk=field[1:].split("-")[0])
+            (field,) = set(re.findall(r'name="(u\d+-preference)"', html))
+            assert field == "u0-preference"  # named by place on the screen, never by assignment
+            position = int(url.rstrip("/").rsplit("/", 1)[1])
+            assignment = Assignment.objects.select_related("comparison__item_a__image").get(
+                rater__external_id=pid, position=position)
             response = client.post(url, {field: choose(assignment, _img_order(html))})
             if response.status_code == 422:  # the gold rule paused the rater: no more ratings
                 assert "paused while a researcher reviews it" in response.content.decode()

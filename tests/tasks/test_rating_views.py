@@ -20,7 +20,7 @@ def _study(n_items=3, **fields):
 
 
 def _fields(response):
-    return sorted(set(re.findall(r'name="(a\d+-[\w-]+)"', response.content.decode())))
+    return sorted(set(re.findall(r'name="(u\d+-[\w-]+)"', response.content.decode())))
 
 
 def test_a_rater_must_consent_before_seeing_instructions_and_items(client):
@@ -84,7 +84,8 @@ def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client)
 @pytest.mark.parametrize("stamp", ["genuine", "forged", "other rater", "other screen", "missing"])
 def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_counts_as_unknown(client, stamp):
     """The render writes nothing: its time comes back signed in the form. Only a genuine stamp of
-    this rater and this screen is believed; anything else leaves the time on item unknown."""
+    this rater and this screen is believed; anything else leaves the time on item unknown (the
+    rater's first submit: no previous submit bounds it either)."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -97,12 +98,14 @@ def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_coun
     fields = _fields(client.get(url))
     participation = Participation.objects.get(study=study)
     position = int(url.rstrip("/").rsplit("/", 1)[1])
+    units = list(Assignment.objects.filter(rater_id=participation.rater_id, position=position)
+                 .order_by("slot").values_list("pk", flat=True))
     earlier = timezone.now() - timedelta(seconds=7)
     value = {
-        "genuine": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier),
-        "forged": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier)[:-3] + "abc",
-        "other rater": shown_stamp(rater_id=participation.rater_id + 1, position=position, at=earlier),
-        "other screen": shown_stamp(rater_id=participation.rater_id, position=position + 1, at=earlier),
+        "genuine": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier, units=units),
+        "forged": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier, units=units)[:-3] + "abc",
+        "other rater": shown_stamp(rater_id=participation.rater_id + 1, position=position, at=earlier, units=units),
+        "other screen": shown_stamp(rater_id=participation.rater_id, position=position + 1, at=earlier, units=units),
         "missing": "",
     }[stamp]
     assert client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": value}).status_code == 302
@@ -111,6 +114,27 @@ def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_coun
         assert 7_000 <= rating.time_on_item_ms < 60_000
     else:
         assert rating.time_on_item_ms is None
+
+
+def test_a_form_rendered_for_other_units_at_the_same_place_is_refused_not_misfiled(client):
+    """Fields are named by place on the screen (u0-…), so the stamp also names the units the form
+    was rendered for: if the place now holds another unit, nothing is stored."""
+    from django.utils import timezone
+
+    from tasks.models import Participation
+    from tasks.rating_context import shown_stamp
+
+    study = _study()
+    url = crowd_enter(client, study)
+    fields = _fields(client.get(url))
+    participation = Participation.objects.get(study=study)
+    position = int(url.rstrip("/").rsplit("/", 1)[1])
+    other = Assignment.objects.filter(rater_id=participation.rater_id).exclude(position=position).first()
+    stale = shown_stamp(rater_id=participation.rater_id, position=position, at=timezone.now(), units=[other.pk])
+    response = client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": stale})
+    assert response.status_code == 409 and "out of date" in response.content.decode()
+    assert not Rating.objects.exists()
+    assert not Assignment.objects.filter(rater_id=participation.rater_id, state="done").exists()
 
 
 def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_and_nothing_is_stored(client):
@@ -140,9 +164,8 @@ def test_an_item_of_another_rater_cannot_be_rated(client):
     crowd_enter(client, study, pid="P1")
     other = client.__class__()
     crowd_enter(other, study, pid="P2")
-    mine = Assignment.objects.get(rater__external_id="P1", position=0)
     theirs_position = Assignment.objects.filter(rater__external_id="P2").first().position
-    response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {f"a{mine.pk}-SC": "1"})
+    response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {"u0-SC": "1"})
     assert response.status_code == 403
     assert Rating.objects.count() == 0
 
