@@ -133,8 +133,8 @@ def _rating_store(
         rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
 
     if source != Rating.Source.IMPORT:
-        # attention-check scoring and the per-rater gold/attention rules (a screen schedules the
-        # study-wide rules once for all its ratings: ``schedule=False``)
+        # counted toward the automatic rule runs (a screen counts all its ratings at once:
+        # ``schedule=False``); nothing is scored here, gold or not
         rating_recorded(rating=rating, created=created, schedule=schedule)
     rating.created_now = created
     return rating
@@ -191,8 +191,10 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     leased (None when the session is finished), read with the writes: it tells the study's
     automatic rules whether a session just ended, and the caller where to go next.
 
-    The common case on PostgreSQL (first answers to ordinary items) is one statement; edits,
-    gold and attention-check items, comparisons and SQLite take the general path.
+    The common case on PostgreSQL (first answers to items) is one statement; edits, comparisons
+    and SQLite take the general path. Gold and attention-check units take exactly the path and
+    the statements any unit takes: nothing is scored here (see ``raters.gold``), so a rater
+    cannot time a submit to tell gold from work.
     """
     if len(entries) != len(screen.assignments):
         raise RatingRejected("The page was out of date; please rate the images shown now")
@@ -200,7 +202,7 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     allowed, why = may_work(rater=rater, study=screen.study, standing=standing)
     if not allowed:
         raise RatingRejected(why)
-    tried = _first_answers_to_plain_items(screen)
+    tried = _first_answers_to_items(screen)
     if tried:
         ratings = _screen_store_at_once(rater=rater, screen=screen, entries=entries)
         if ratings is not None:
@@ -239,16 +241,14 @@ def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = 
     screen.next_leased = next_position(rater=rater, study=screen.study)
     # An edit of a finished session is not a second finish.
     study_rules_schedule(study=screen.study, session_finished=screen.next_leased is None and any(
-        rating.created_now for rating in ratings), ratings=len(ratings))
+        rating.created_now for rating in ratings), ratings=len(ratings), rater=rater)
     return ratings
 
 
-def _first_answers_to_plain_items(screen) -> bool:
-    """PostgreSQL, and every unit of the screen a leased item without gold or an attention check
-    (their answers are scored as they come in, which the general path does)."""
+def _first_answers_to_items(screen) -> bool:
+    """PostgreSQL, and every unit of the screen a leased item (gold or not: the same path for all)."""
     return connection.vendor == "postgresql" and all(
-        a.item_id and a.state == Assignment.State.LEASED and not hasattr(a.item, "gold")
-        and not hasattr(a.item, "attention_check") for a in screen.assignments
+        a.item_id and a.state == Assignment.State.LEASED for a in screen.assignments
     )
 
 
@@ -357,8 +357,8 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[
         rating.created_now = True
         assignment.state, assignment.completed_at = Assignment.State.DONE, now
     screen.next_leased = next_leased
-    if count:  # counted is None when the study has no schedule row yet: the tick creates it
+    if count or next_leased is None:  # counted is None when the study has no schedule row yet: the tick creates it
         study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
-                             counted=counted)
+                             counted=counted, rater=rater)
     return ratings
 

@@ -135,18 +135,28 @@ def test_a_crowd_rater_who_failed_the_qualification_gets_no_completion_code(clie
     assert "C0MPLETE42" not in html and "cannot offer you this study" in html
 
 
-def test_a_rater_paused_by_a_rule_cannot_submit_more_ratings(client):
+def test_a_rater_paused_by_a_rule_cannot_submit_more_ratings(client, django_capture_on_commit_callbacks):
+    """The gold rule acts when the rater's session ends, not right after the gold screen (which
+    would tell the rater that screen was gold); from then on nothing more is stored."""
     study = make_study()
     QualityPolicy.objects.create(study=study, gold_min_items=1, gold_action="pause")
-    gold, normal = make_item(study), make_item(study)
+    gold, normal, later = make_item(study), make_item(study), make_item(study)
     make_gold(gold, values={"SC": 1.0, "PQ": 1.0})
     rater = _enter(client, study, external_id="ffff6666")
-    a_gold = Assignment.objects.create(study=study, rater=rater, item=gold, position=0)
-    a_normal = Assignment.objects.create(study=study, rater=rater, item=normal, position=1)
-    client.post(reverse("rating:unit", args=[study.slug, 0]), {"u0-SC": "0", "u0-PQ": "0"})
-    assert Rating.objects.filter(rater=rater).count() == 1
-    response = client.post(reverse("rating:unit", args=[study.slug, 1]), {"u0-SC": "1", "u0-PQ": "1"})
-    assert Rating.objects.filter(rater=rater).count() == 1
+    Assignment.objects.create(study=study, rater=rater, item=gold, position=0)
+    Assignment.objects.create(study=study, rater=rater, item=normal, position=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("rating:unit", args=[study.slug, 0]), {"u0-SC": "0", "u0-PQ": "0"})
+    assert not rater.standings.exists()  # mid-session: nothing tells the rater what that screen was
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("rating:unit", args=[study.slug, 1]), {"u0-SC": "1", "u0-PQ": "1"})
+    assert Rating.objects.filter(rater=rater).count() == 2
+    assert rater.standings.get().state == "paused"  # the session ended: the rules ran
+    # a screen of a later batch (the end of the session may already have claimed it)
+    Assignment.objects.get_or_create(study=study, rater=rater, item=later, defaults={"position": 2})
+    position = Assignment.objects.get(rater=rater, item=later).position
+    response = client.post(reverse("rating:unit", args=[study.slug, position]), {"u0-SC": "1", "u0-PQ": "1"})
+    assert Rating.objects.filter(rater=rater).count() == 2
     assert "paused while a researcher reviews it" in response.content.decode()
 
 
