@@ -344,3 +344,53 @@ def test_a_pairwise_screen_keeps_its_recorded_sides_on_reload_and_stores_them(cl
     client.post(url, {field: "right"})
     rating = Rating.objects.get()
     assert rating.values["preference"] == ("B" if left == "A" else "A") and rating.presentation["left"] == left
+
+
+def test_a_speeder_who_opens_every_screen_first_and_submits_later_is_credited_only_the_time_between_submits(client):
+    """The red team's speeder: fetch every screen of the batch, wait, then submit them all in a
+    second. Time on item counts from the later of the render and the previous submit, so only the
+    first answer keeps the wait; the others get the fraction of a second they really took, and the
+    too-fast rule sees it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from raters.quality import study_quality
+
+    study = _study(n_items=8)
+    crowd_enter(client, study)
+    slug = study.slug
+    rater_id = Participation.objects.get(study=study).rater_id
+    positions = sorted(set(Assignment.objects.filter(rater_id=rater_id).values_list("position", flat=True)))
+    assert len(positions) == 8
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)
+    with mock.patch("django.utils.timezone.now", return_value=ten_minutes_ago):
+        pages = {p: client.get(f"/s/{slug}/rate/{p}").content.decode() for p in positions}
+    for position in positions:  # every answer in a quick burst, each from its own ten-minute-old page
+        html = pages[position]
+        form = {name: "1" for name in set(re.findall(r'name="(u0-(?:SC|PQ))"', html))}
+        form["shown"] = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+        assert client.post(f"/s/{slug}/rate/{position}", form).status_code == 302
+    times = [r.time_on_item_ms for r in Rating.objects.filter(rater_id=rater_id).order_by("created_at", "pk")]
+    assert len(times) == 8
+    assert times[0] >= 10 * 60 * 1000  # the first screen may really have been looked at all along
+    assert all(t < 5_000 for t in times[1:]), times  # not 6.4 s each, let alone ten minutes
+    assert "too_fast" in [f.code for f in study_quality(study)[rater_id].flags]
+
+
+def test_without_a_render_stamp_time_on_item_is_bounded_by_the_previous_submit(client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    study = _study(n_items=2)
+    url = crowd_enter(client, study)
+    rater_id = Participation.objects.get(study=study).rater_id
+    fields = _fields(client.get(url))
+    assert client.post(url, {fields[0]: "1", fields[1]: "1"}).status_code == 302  # no stamp: unknown
+    first = Rating.objects.get(rater_id=rater_id)
+    assert first.time_on_item_ms is None
+    Rating.objects.filter(pk=first.pk).update(updated_at=timezone.now() - timedelta(seconds=20))
+    second = Assignment.objects.filter(rater_id=rater_id, state="leased").get().position
+    assert client.post(f"/s/{study.slug}/rate/{second}", {"u0-SC": "1", "u0-PQ": "1"}).status_code == 302
+    assert 20_000 <= Rating.objects.exclude(pk=first.pk).get(rater_id=rater_id).time_on_item_ms < 60_000
