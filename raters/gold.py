@@ -609,8 +609,8 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
 
     ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
-    screens it has. Gold screens go to seeded random places inside the batch, attention checks at
-    its end; both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
+    screens it has. Gold screens and attention checks go to seeded random places inside the batch
+    (a check not before its ``after_items``); both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
     One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
     take a whole gold trial (a gold instance), since a lone gold image among normal ones would
     stand out by its different prompt. Returns how many screens were inserted.
@@ -641,18 +641,22 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
             break
         inserted += 1
     while screens > 0 and not pairwise:  # attention checks are items: not for pairwise queues
-        item = _attention_due_in_batch(rater, study)
-        if item is None:
+        check = _attention_due_in_batch(rater, study)
+        if check is None:
             break
+        # At a seeded random place in the batch, like gold (always last, it told a careless rater
+        # the one screen to read), but not before its ``after_items`` place in the queue.
+        end = first_position + screens + inserted
+        position = rng.randint(min(max(first_position, check.after_items), end), end)
         try:
-            screen_insert(rater=rater, study=study, items=[item])
+            screen_insert(rater=rater, study=study, items=[check.item], position=position)
         except AssignmentUnavailable:
             break
         inserted += 1
     return inserted
 
 
-def _attention_due_in_batch(rater: Rater, study: Study) -> Item | None:
+def _attention_due_in_batch(rater: Rater, study: Study) -> AttentionCheck | None:
     """An attention check whose ``after_items`` is reached by the rater's queue (done or leased)."""
     done_or_leased = Assignment.objects.filter(rater=rater, study=study).exclude(
         state=Assignment.State.EXPIRED
@@ -661,7 +665,8 @@ def _attention_due_in_batch(rater: Rater, study: Study) -> Item | None:
     check = (
         AttentionCheck.objects.filter(study=study, after_items__lte=done_or_leased)
         .exclude(Exists(assigned))
+        .select_related("item")
         .order_by("after_items", "pk")
         .first()
     )
-    return check.item if check else None
+    return check
