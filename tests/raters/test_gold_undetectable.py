@@ -76,7 +76,9 @@ def _work(client, study, answer) -> list[dict]:
         first = True
         while url and "/rate/" in url:
             position = int(url.rstrip("/").rsplit("/", 1)[1])
-            html = client.get(url).content.decode()
+            with CaptureQueriesContext(connection) as shown:
+                page = client.get(url)
+            html = page.content.decode()
             units = list(Assignment.objects.filter(rater__external_id=f"undetectable-{n}", position=position)
                          .select_related("item__gold", "comparison__gold").order_by("slot"))
             form = {"shown": re.search(r'name="shown" value="([^"]+)"', html).group(1)}
@@ -88,7 +90,8 @@ def _work(client, study, answer) -> list[dict]:
             assert response.status_code == 302, response.content.decode()[:300]
             statements = [q for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
             screens.append({"gold": _is_gold(units), "features": _id_features(html), "queries": len(statements),
-                            "first": first,
+                            "first": first, "page_queries": len(shown.captured_queries),
+                            "page_headers": sorted(page.headers),
                             "seconds": elapsed, "last": not response.url.rstrip("/").rsplit("/", 1)[1].isdigit()})
             url, first = response.url, False
     return screens
@@ -114,6 +117,9 @@ def _assert_undetectable(screens: list[dict]):
     assert {s["features"] for s in gold} == {s["features"] for s in plain}
     for first in (True, False):  # a rater's first screen has no back link; otherwise all alike
         assert len({s["features"] for s in screens if s["first"] == first}) == 1
+    # Showing a screen does the same work and sends the same headers, gold or not.
+    assert {s["page_queries"] for s in gold} == {s["page_queries"] for s in plain}
+    assert {tuple(s["page_headers"]) for s in screens} == {tuple(plain[0]["page_headers"])}
     # 2. The red team's classifier, run for real: no better than chance (Fisher's exact test).
     guesses = _red_team_guess(screens)
     table = [[sum(g and s["gold"] for g, s in zip(guesses, screens)), sum(g and not s["gold"] for g, s in zip(guesses, screens))],
