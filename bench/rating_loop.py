@@ -38,7 +38,7 @@ HOST = "127.0.0.1"
 SLUG = "bench-loop"
 RATERS_PER_ITEM = 3
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-_FIELD = re.compile(r'name="(a\d+)-SC"')
+_FIELD = re.compile(r'name="(u\d+)-SC"')
 _SHOWN = re.compile(r'name="shown" value="([^"]*)"')
 _H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.S)
 

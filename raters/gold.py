@@ -12,7 +12,11 @@ expected answer is only compared on the server.
   pairwise studies (:func:`gold_slot_comparison`, a ``tasks.ComparisonGold``; its sides are
   randomised like any comparison's, and the answer is scored in A/B terms, after the screen's
   left/right was mapped back through the assignment's presentation).
-* Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer.
+* Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer,
+  by the rules and quality code (:func:`attention_results_record`), never by the submit.
+* Scoring is off the request path: a submit stores a gold or attention-check answer exactly as
+  any answer (same statements, same time); gold accuracy is computed from the stored ratings
+  when the rules run (after a session, ``raters.jobs``) or a page asks.
 * Gold from consensus: after a pilot, items on which every (non-excluded) rater gave the same
   answer are offered as candidates; a researcher confirms each one.
 """
@@ -36,7 +40,7 @@ from raters.models import (
     RaterStanding,
 )
 from tasks import protocols
-from tasks.models import Assignment, Comparison, ComparisonGold, GoldAnswer, Item, Rating, Study
+from tasks.models import Assignment, Comparison, ComparisonGold, GoldAnswer, Item, Rating, RatingRevision, Study
 
 
 class QualificationRefused(ValueError):
@@ -426,13 +430,53 @@ def attention_instruction(item: Item) -> str:
         return ""
 
 
+def attention_results_record(*, study: Study, rater: Rater | None = None) -> int:
+    """Score the attention checks answered since the last scoring (of ``rater``, or of everyone):
+    one ``AttentionResult`` per rater and check, from the rater's first answer (the earliest
+    revision when the rating was edited since: an edit does not repair a failure). Returns how
+    many were scored.
+
+    The submit stores an attention check's answer like any answer and scores nothing, so neither
+    the page nor the time a submit takes tells the rater which screen was a check; the counts
+    below (the rules, the quality page) score what came in first. Idempotent and safe to run
+    concurrently (a result already there is kept).
+    """
+    scored = AttentionResult.objects.filter(attention_check__item_id=OuterRef("item_id"), rater_id=OuterRef("rater_id"))
+    ratings = (
+        Rating.objects.filter(study=study, item__attention_check__isnull=False)
+        .exclude(source=Rating.Source.IMPORT)
+        .exclude(Exists(scored))
+        .select_related("item__attention_check")
+    )
+    if rater is not None:
+        ratings = ratings.filter(rater=rater)
+    ratings = list(ratings)
+    if not ratings:
+        return 0
+    first: dict[int, tuple[dict, dict]] = {}
+    for rating_id, values, answers in RatingRevision.objects.filter(rating__in=ratings).order_by(
+            "-replaced_at", "-pk").values_list("rating_id", "values", "answers"):
+        first[rating_id] = (values, answers)  # the earliest revision is read last
+    results = []
+    for rating in ratings:
+        values, answers = first.get(rating.pk, (rating.values, rating.answers))
+        check = rating.item.attention_check
+        results.append(AttentionResult(attention_check=check, rater_id=rating.rater_id, values=values,
+                                       answers=answers, passed=check.is_passed_by(values, answers)))
+    AttentionResult.objects.bulk_create(results, ignore_conflicts=True)
+    return len(results)
+
+
 def attention_failures(*, rater: Rater, study: Study) -> tuple[int, int]:
-    """(failed, answered) attention checks of the rater in the study."""
+    """(failed, answered) attention checks of the rater in the study (scoring new answers first)."""
+    attention_results_record(study=study, rater=rater)
     results = AttentionResult.objects.filter(rater=rater, attention_check__study=study)
     return results.filter(passed=False).count(), results.count()
 
 
 def attention_failures_by_rater(study: Study) -> dict[int, tuple[int, int]]:
+    """rater id -> (failed, answered) attention checks, for every rater who answered one."""
+    attention_results_record(study=study)
     out: dict[int, list[int]] = {}
     for rater_id, passed in AttentionResult.objects.filter(attention_check__study=study).values_list("rater_id", "passed"):
         tally = out.setdefault(rater_id, [0, 0])
@@ -565,8 +609,8 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
 
     ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
-    screens it has. Gold screens go to seeded random places inside the batch, attention checks at
-    its end; both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
+    screens it has. Gold screens and attention checks go to seeded random places inside the batch
+    (a check not before its ``after_items``); both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
     One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
     take a whole gold trial (a gold instance), since a lone gold image among normal ones would
     stand out by its different prompt. Returns how many screens were inserted.
@@ -597,18 +641,22 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
             break
         inserted += 1
     while screens > 0 and not pairwise:  # attention checks are items: not for pairwise queues
-        item = _attention_due_in_batch(rater, study)
-        if item is None:
+        check = _attention_due_in_batch(rater, study)
+        if check is None:
             break
+        # At a seeded random place in the batch, like gold (always last, it told a careless rater
+        # the one screen to read), but not before its ``after_items`` place in the queue.
+        end = first_position + screens + inserted
+        position = rng.randint(min(max(first_position, check.after_items), end), end)
         try:
-            screen_insert(rater=rater, study=study, items=[item])
+            screen_insert(rater=rater, study=study, items=[check.item], position=position)
         except AssignmentUnavailable:
             break
         inserted += 1
     return inserted
 
 
-def _attention_due_in_batch(rater: Rater, study: Study) -> Item | None:
+def _attention_due_in_batch(rater: Rater, study: Study) -> AttentionCheck | None:
     """An attention check whose ``after_items`` is reached by the rater's queue (done or leased)."""
     done_or_leased = Assignment.objects.filter(rater=rater, study=study).exclude(
         state=Assignment.State.EXPIRED
@@ -617,7 +665,8 @@ def _attention_due_in_batch(rater: Rater, study: Study) -> Item | None:
     check = (
         AttentionCheck.objects.filter(study=study, after_items__lte=done_or_leased)
         .exclude(Exists(assigned))
+        .select_related("item")
         .order_by("after_items", "pk")
         .first()
     )
-    return check.item if check else None
+    return check

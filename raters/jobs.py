@@ -3,7 +3,8 @@
 ``apply_quality_rules_job`` runs every rule of a study (gold accuracy, attention checks and the
 behaviour flags that need everyone's ratings: too fast, straight-lining, low agreement, BT.500).
 It is queued by :func:`raters.services.quality_rules_tick` after a rater finishes a session or
-every N ratings (``QualityPolicy``), with ``transaction.on_commit``. In eager mode (no broker,
+every N ratings (``QualityPolicy``), with ``transaction.on_commit``. ``apply_rater_rules_job`` runs
+one rater's gold and attention rules after their session when the study runs no rules then. In eager mode (no broker,
 the embedded default) it runs right after the rating's commit, in the same request.
 """
 
@@ -18,11 +19,20 @@ from raters import services
 # limit changes nothing (the rules run in one transaction) and the next trigger runs them again.
 SOFT_LIMIT_SECONDS = 300
 HARD_LIMIT_SECONDS = SOFT_LIMIT_SECONDS + 60
+RATER_SOFT_LIMIT_SECONDS = 60  # one rater's gold and attention tallies: a few indexed queries
 
 
 @shared_task(acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
 def apply_quality_rules_job(study_id: int) -> dict | None:
     try:
         return services.quality_rules_run(study_id=study_id)
+    except SoftTimeLimitExceeded:
+        return None
+
+
+@shared_task(acks_late=True, soft_time_limit=RATER_SOFT_LIMIT_SECONDS, time_limit=RATER_SOFT_LIMIT_SECONDS + 30)
+def apply_rater_rules_job(rater_id: int, study_id: int) -> dict | None:
+    try:
+        return services.rater_rules_run(rater_id=rater_id, study_id=study_id)
     except SoftTimeLimitExceeded:
         return None

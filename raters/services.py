@@ -141,7 +141,8 @@ def _apply(study, rater: Rater, action: str, reason: str) -> bool:
 
 @transaction.atomic
 def rater_rules_apply(*, rater: Rater, study) -> list[str]:
-    """The cheap per-rater rules, run after every rating: gold accuracy and attention checks.
+    """The cheap per-rater rules: gold accuracy and attention checks (new attention answers are
+    scored first). Run after each of the rater's sessions, never on the submit itself.
 
     Returns the reasons of the actions taken (empty when nothing changed).
     """
@@ -197,64 +198,30 @@ def study_rules_apply(*, study) -> dict[int, list[str]]:
     return taken
 
 
-# Called inside the rating's own transaction: no savepoint of its own (two fewer statements per
-# rating); an error here fails the whole submit, which is what should happen anyway.
+# Called inside the rating's own transaction: no savepoint of its own; an error here fails the
+# whole submit, which is what should happen anyway.
 @transaction.atomic(savepoint=False)
-def rating_recorded(*, rating, created: bool | None = None, schedule: bool = True) -> list[str]:
-    """Call after a rating is stored (UI or API, not imports): scores an attention check on its
-    first answer, then runs the per-rater rules. Returns the reasons of actions taken.
+def rating_recorded(*, rating, created: bool | None = None, schedule: bool = True) -> None:
+    """Call after a rating is stored (UI or API, not imports): counts it toward the study's
+    automatic rule runs (``schedule=False``: the caller counts a whole screen itself, see
+    ``study_rules_schedule``).
 
-    The per-rater rules (gold accuracy, attention checks) run only after a rating of a gold or
-    attention-check item: no other rating changes what they count. The study-wide job still
-    runs every rule for everyone (e.g. after gold was confirmed for items already rated).
-    ``created``: whether this call's rating is new (saves a query); None when unknown. The item's
-    ``gold`` and ``attention_check`` are read from the item when it was loaded with them
-    (``select_related``), else one query each. ``schedule=False``: the caller counts the rating
-    toward the study's automatic rule runs itself (``study_rules_schedule``, once per screen).
+    It scores nothing. A gold or attention-check answer is stored and counted exactly like any
+    other, so neither the response nor the time it takes tells the rater which unit was gold or
+    a check (scoring one on submit made those submits twice as slow). They are scored when the
+    rules run: after the rater's session (``rater_rules_apply`` or the study-wide job) and every
+    N ratings. ``created``: whether this call's rating is new (saves a query); None when unknown.
     """
-    if rating.source == "import":
-        return []
-    if rating.item_id is None:  # pairwise: gold comparisons count toward gold accuracy; no attention checks
-        # ``comparison.gold`` comes with the screen's comparison (select_related), else one query
-        return rater_rules_apply(rater=rating.rater, study=rating.study) if hasattr(rating.comparison, "gold") else []
-    item = rating.item
-    try:
-        check = item.attention_check
-    except AttentionCheck.DoesNotExist:
-        check = None
-    if check is not None:
-        AttentionResult.objects.get_or_create(
-            attention_check=check,
-            rater=rating.rater,
-            defaults={
-                "passed": check.is_passed_by(rating.values, rating.answers),
-                "values": rating.values,
-                "answers": rating.answers,
-            },
-        )
-    is_gold = hasattr(item, "gold")
-    taken = rater_rules_apply(rater=rating.rater, study=rating.study) if check is not None or is_gold else []
-    if schedule:
-        _schedule_study_rules(rating, created=created)
-    return taken
-
-
-def _schedule_study_rules(rating, created: bool | None = None) -> None:
-    """Count the rating toward the study's automatic rule runs, after the rating commits."""
-    study = rating.study
-    policy = QualityPolicy.for_study(study)
-    if not (policy.rules_after_session or policy.rules_every_ratings):
+    if rating.source == "import" or not schedule:
         return
     from tasks.models import Assignment
 
+    study = rating.study
     session_finished = (
-        policy.rules_after_session
-        and not Assignment.objects.filter(rater=rating.rater, study=study, state=Assignment.State.LEASED).exists()
+        not Assignment.objects.filter(rater=rating.rater, study=study, state=Assignment.State.LEASED).exists()
         and not (created is False or (created is None and rating.revisions.exists()))  # an edit is not a second finish
     )
-    transaction.on_commit(partial(
-        quality_rules_tick, study_id=study.pk, session_finished=session_finished, every=policy.rules_every_ratings,
-    ))
+    study_rules_schedule(study=study, session_finished=session_finished, rater=rating.rater)
 
 
 def study_rules_due(study) -> bool:
@@ -263,19 +230,44 @@ def study_rules_due(study) -> bool:
     return bool(policy.rules_after_session or policy.rules_every_ratings)
 
 
-def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, counted: int | None = None) -> None:
+def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, counted: int | None = None,
+                         rater: Rater | None = None) -> None:
     """Count a screen's ``ratings`` toward the study's automatic rule runs, after they commit.
 
     ``session_finished``: the rater has no screen left leased and this screen was a first answer
     (the caller knows it from the query that finds the next screen). ``counted``: the schedule's
-    new count when the caller already added the ratings."""
+    new count when the caller already added the ratings. ``rater``: whose session it was; when
+    the study runs no rules after a session, the rater's own gold and attention rules are queued
+    then instead (``apply_rater_rules_job``), so they still act on every rater, session by session,
+    and never right after the one screen that was gold."""
     policy = QualityPolicy.for_study(study)
+    if session_finished and rater is not None and not policy.rules_after_session:
+        transaction.on_commit(partial(_rater_rules_queue, rater_id=rater.pk, study_id=study.pk))
     if not (policy.rules_after_session or policy.rules_every_ratings):
         return
     transaction.on_commit(partial(
         quality_rules_tick, study_id=study.pk, session_finished=bool(policy.rules_after_session and session_finished),
         every=policy.rules_every_ratings, ratings=ratings, counted=counted,
     ))
+
+
+def _rater_rules_queue(*, rater_id: int, study_id: int) -> None:
+    from raters.jobs import apply_rater_rules_job
+
+    try:
+        apply_rater_rules_job.delay(rater_id, study_id)
+    except Exception:  # broker down: ratings must not fail for it; the study-wide runs still score them
+        logger.exception("could not queue the rules of rater %s in study %s", rater_id, study_id)
+
+
+def rater_rules_run(*, rater_id: int, study_id: int) -> dict | None:
+    """The rater's gold and attention rules (the job's body); None when the rater or study is gone."""
+    from tasks.models import Study
+
+    rater, study = Rater.objects.filter(pk=rater_id).first(), Study.objects.filter(pk=study_id).first()
+    if rater is None or study is None:
+        return None
+    return {"study": study_id, "rater": rater_id, "taken": rater_rules_apply(rater=rater, study=study)}
 
 
 def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now=None, ratings: int = 1,

@@ -246,7 +246,9 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
             elif status.open_attempt is not None:
                 attempt = status.open_attempt
                 item = gold_service.qualification_next_item(attempt)
-                if item is None or not any(key.startswith(f"a{item.pk}-") for key in request.POST):
+                # Fields are named by place (u0-…), not by item: the form says which question it
+                # answered, so an answer from a stale page (another tab went on) is not misfiled.
+                if item is None or request.POST.get("question") != _question_tag(attempt):
                     raise gold_service.QualificationRefused("The page was out of date; here is the current question.")
                 screen = display_screen(study=study, item=item, number=1, total=attempt.total)
                 entry = parse_entries(screen, request.POST)[0]
@@ -297,10 +299,18 @@ def _qualification_screen(request: HttpRequest, study: Study, attempt, *, error:
         "banner": f"Qualification test · question {answered + 1} of {attempt.total}. "
                   "Rate this image exactly as you will in the study.",
         "item": item,
+        "question": _question_tag(attempt, answered),
     }
     template = "rating/screen.html#unit" if request.htmx else "rating/screen.html"
     status = (200 if request.htmx else 422) if error else 200  # htmx swaps only 2xx responses
     return render(request, template, context, status=status)
+
+
+def _question_tag(attempt, answered: int | None = None) -> str:
+    """Which question of which attempt a qualification form answers: ``<attempt>.<question>``.
+    ``answered``: the attempt's answers so far, when the caller has counted them."""
+    answered = attempt.answers.count() if answered is None else answered
+    return f"{attempt.number}.{answered + 1}"
 
 
 def _time_on_item(request: HttpRequest, item: Item) -> int | None:

@@ -29,11 +29,11 @@ import random
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import CharField, Count, F, Func, Max, Min, Q, Value
+from django.db.models import CharField, Count, F, Func, Max, Min, Q, Subquery, Value
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
@@ -74,6 +74,10 @@ class Screen:
     following: int | None = None
     following_assignments: list[Assignment] | None = None  # the next screen's, for preloading its images
     next_leased: int | None = None  # after a submit: the rater's earliest screen still leased (None: session over)
+    # When the rater last stored or changed a rating in the study (None: never), read with the
+    # units of a screen got for a submit (``place=False``): time on item never counts from before it.
+    previous_submit: datetime | None = None
+    previous_submit_known: bool = False
 
     @property
     def is_done(self) -> bool:
@@ -503,9 +507,12 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
                    "comparison__gold")
     else:
         related = ("item__instance", "item__gen_model", "item__image", "item__gold", "item__attention_check")
-    assignments = list(
-        _live(rater, study).filter(position__in=wanted).select_related(*related).order_by("position", "slot")
-    )
+    live = _live(rater, study).filter(position__in=wanted).select_related(*related).order_by("position", "slot")
+    if not place:  # a submit's screen: also the rater's previous submit in the study (bounds time on item)
+        live = live.annotate(previous_submit=Subquery(
+            Rating.objects.filter(rater=rater, study=study).order_by().values("rater_id")
+            .annotate(last=Max("updated_at")).values("last")))
+    assignments = list(live)
     for assignment in assignments:  # the caller's objects: no lazy loads of these later
         assignment.study, assignment.rater = study, rater
         unit = assignment.item if assignment.item_id else assignment.comparison
@@ -514,6 +521,8 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     if not shown:
         return None
     screen = Screen(study=study, position=position, number=0, total=0, assignments=shown)
+    if not place:
+        screen.previous_submit, screen.previous_submit_known = shown[0].previous_submit, True
     if place:
         _set_place(screen, stats)
         screen.following_assignments = [a for a in assignments if a.position != position]
@@ -559,8 +568,10 @@ def _item_screen_sql(place: bool) -> str:
                    f"SELECT place.total, place.n_before, place.back, place.following, {_ITEM_SCREEN.columns()} "
                    f"FROM place LEFT JOIN {table(Assignment)} a ON a.{live.replace(' AND ', ' AND a.')} "
                    f"AND (a.{position} = %(position)s OR a.{position} = place.following) {joins} {order}")
-        else:
-            sql = (f"SELECT {_ITEM_SCREEN.columns()} FROM {table(Assignment)} a {joins}"
+        else:  # a submit's screen: also the rater's previous submit in the study (bounds time on item)
+            previous = (f"(SELECT MAX(r.updated_at) FROM {table(Rating)} r "
+                        f"WHERE r.rater_id = %(rater)s AND r.study_id = %(study)s)")
+            sql = (f"SELECT {_ITEM_SCREEN.columns()}, {previous} FROM {table(Assignment)} a {joins}"
                    f"WHERE a.{live.replace(' AND ', ' AND a.')} AND a.{position} = %(position)s {order}")
         _ITEM_SCREEN_SQL[key] = sql
     return _ITEM_SCREEN_SQL[key]
@@ -584,11 +595,20 @@ def _item_screen_at(*, rater: Rater, study: Study, position: int, place: bool) -
     if not shown:
         return None
     screen = Screen(study=study, position=position, number=0, total=0, assignments=shown)
+    if not place:
+        screen.previous_submit, screen.previous_submit_known = _aware(rows[0][-1]), True
     if place and rows:
         total, before, back, following = rows[0][:4]
         _set_place(screen, {"total": total, "before": before, "back": back, "following": following})
         screen.following_assignments = [a for a in assignments if a.position != position]
     return screen
+
+
+def _aware(value) -> datetime | None:
+    """A timestamp read by raw SQL: aware, as the ORM gives it (SQLite returns text)."""
+    if value is None or isinstance(value, datetime):
+        return value if value is None or timezone.is_aware(value) else timezone.make_aware(value, dt_timezone.utc)
+    return _aware(datetime.fromisoformat(str(value)))
 
 
 def _place(rater: Rater, study: Study, position: int) -> dict:

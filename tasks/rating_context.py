@@ -1,8 +1,10 @@
 """What a rating screen shows: conditions laid out per task, and the questions with their keys.
 
 Builds plain dataclasses for the templates from a ``Screen``; no HTML decisions beyond which
-label and which key a choice gets. Form field names are ``a<assignment id>-<field>`` so one POST
-can carry a whole EvalMi trial.
+label and which key a choice gets. Form field names are ``u<place on the screen>-<field>``
+(``u0-SC``, ``u1-SC`` … on an EvalMi trial) so one POST can carry a whole trial; the server maps
+places back to assignments. Nothing on a page names an assignment or an item: gold and attention
+checks are inserted into a rater's queue after the claimed batch, so their ids would stand out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
 
 from django.core import signing
+from django.utils.crypto import constant_time_compare, salted_hmac
 from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -122,8 +125,12 @@ def _keys(values: list) -> list[str]:
     return [str(i) for i in range(1, len(values) + 1)]
 
 
-def _imagenhub_questions(assignment: Assignment, study, rating: Rating | None) -> list[Question]:
-    prefix = f"a{assignment.pk}-"
+def field_prefix(place: int) -> str:
+    """The form-field prefix of the unit at ``place`` (0-based) on its screen."""
+    return f"u{place}-"
+
+
+def _imagenhub_questions(assignment: Assignment, study, rating: Rating | None, prefix: str) -> list[Question]:
     settings = study.protocol_settings
     if settings["checklist_mode"]:
         marks = rating.checklist if rating else {}
@@ -163,8 +170,7 @@ def _fmt(value) -> str:
     return "" if value is None else f"{float(value):g}"
 
 
-def _evalmi_questions(assignment: Assignment, study, rating: Rating | None) -> list[Question]:
-    prefix = f"a{assignment.pk}-"
+def _evalmi_questions(assignment: Assignment, study, rating: Rating | None, prefix: str) -> list[Question]:
     settings = study.protocol_settings
     lo, hi = settings["likert_min"], settings["likert_max"]
     scale = list(range(lo, hi + 1))
@@ -191,7 +197,7 @@ def _evalmi_questions(assignment: Assignment, study, rating: Rating | None) -> l
     return questions
 
 
-def _pairwise_question(assignment: Assignment, study, rating: Rating | None) -> Question:
+def _pairwise_question(assignment: Assignment, study, rating: Rating | None, prefix: str) -> Question:
     left = assignment.presentation.get("left", "A")
     right = "B" if left == "A" else "A"
     stored = (rating.values or {}).get("preference") if rating else None
@@ -200,7 +206,7 @@ def _pairwise_question(assignment: Assignment, study, rating: Rating | None) -> 
                Choice("tie", "About the same", "3")]
     if study.protocol_settings["allow_both_bad"]:
         choices.append(Choice("both_bad", "Both are bad", "4"))
-    return Question(name=f"a{assignment.pk}-preference", label="Which image is better?", kind="preference",
+    return Question(name=f"{prefix}preference", label="Which image is better?", kind="preference",
                     help="Follows the prompt better and looks better overall", choices=choices, selected=selected)
 
 
@@ -265,7 +271,8 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
             first, second = second, first
         sides = [("Left", picture(first.image, 768, "left image")), ("Right", picture(second.image, 768, "right image"))]
         panels.append(Panel(assignment=assignment, title="", output=None, sides=sides,
-                            questions=[_pairwise_question(assignment, study, ratings.get(assignment.pk))]))
+                            questions=[_pairwise_question(assignment, study, ratings.get(assignment.pk),
+                                                               field_prefix(0))]))
         item_for_prompt = first
     else:
         for number, assignment in enumerate(screen.assignments, start=1):
@@ -273,7 +280,8 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
             title = f"Image {number}" if len(screen.assignments) > 1 else "Output"
             panels.append(Panel(assignment=assignment, title=title,
                                 output=picture(assignment.item.image, 768, f"generated image {number}"),
-                                questions=builder(assignment, study, ratings.get(assignment.pk)),
+                                questions=builder(assignment, study, ratings.get(assignment.pk),
+                                                  field_prefix(number - 1)),
                                 instruction=attention_instruction(assignment.item)))
         item_for_prompt = screen.assignments[0].item
     conditions, prompt_label, prompt, second = _condition_blocks(study, item_for_prompt)
@@ -296,22 +304,41 @@ def screen_images(screen: Screen) -> list[str]:
 _SHOWN = signing.Signer(salt="tasks.rating.shown")
 
 
-def shown_stamp(*, rater_id: int, position: int, at: datetime) -> str:
-    """The render time of a screen for its form (field ``shown``), signed with the rater and the
-    screen's place: the submit counts time on item from it without the render writing anything."""
-    return _SHOWN.sign(f"{rater_id}.{position}.{int(at.timestamp() * 1000)}")
+class StaleScreen(ValueError):
+    """The form was rendered for other units than the screen now holds (its place in the queue
+    was given to another screen meanwhile): nothing is stored, the current screen is shown."""
 
 
-def shown_from(post, *, rater_id: int, position: int, now: datetime) -> datetime | None:
+def _units_digest(units: list[int]) -> str:
+    """An opaque tag of the screen's assignments: a keyed hash, so the page carries no id (a plain
+    hash of small integers could be reversed by trying them) and gold screens look like others."""
+    return salted_hmac("tasks.rating.screen-units", ",".join(map(str, units))).hexdigest()[:16]
+
+
+def shown_stamp(*, rater_id: int, position: int, at: datetime, units: list[int] = ()) -> str:
+    """The render time of a screen for its form (field ``shown``), signed with the rater, the
+    screen's place and a tag of its assignments (``units``: their ids in slot order): the submit
+    counts time on item from it without the render writing anything, and knows the form was for
+    the units it is about to store answers for."""
+    return _SHOWN.sign(f"{rater_id}.{position}.{int(at.timestamp() * 1000)}.{_units_digest(list(units))}")
+
+
+def shown_from(post, *, rater_id: int, position: int, now: datetime, units: list[int] | None = None) -> datetime | None:
     """The render time a submitted form carries, or None when it is missing, forged, another
-    rater's or another screen's (time on item is then unknown, not guessed)."""
+    rater's or another screen's (time on item is then bounded by the rater's previous submit
+    alone, see ``tasks.services.screen_submit``). Raises StaleScreen when the stamp is genuine
+    but was rendered for other units than ``units`` (fields are named by place on the screen,
+    so a stale form must not be stored against the units now at that place)."""
     try:
-        rater, place, millis = _SHOWN.unsign(post.get("shown", "")).split(".")
+        rater, place, millis, digest = _SHOWN.unsign(post.get("shown", "")).split(".")
         if int(rater) != rater_id or int(place) != position:
             return None
-        return min(now, datetime.fromtimestamp(int(millis) / 1000, tz=dt_timezone.utc))
+        at = min(now, datetime.fromtimestamp(int(millis) / 1000, tz=dt_timezone.utc))
     except (signing.BadSignature, ValueError, OverflowError, OSError):
         return None
+    if units is not None and not constant_time_compare(digest, _units_digest(list(units))):
+        raise StaleScreen("The page was out of date; please rate the images shown now")
+    return at
 
 
 def parse_entries(screen: Screen, post) -> list[dict]:
@@ -322,8 +349,8 @@ def parse_entries(screen: Screen, post) -> list[dict]:
     study = screen.study
     settings = study.protocol_settings
     entries = []
-    for assignment in screen.assignments:
-        prefix = f"a{assignment.pk}-"
+    for place, assignment in enumerate(screen.assignments):
+        prefix = field_prefix(place)
         data = {key[len(prefix):]: value for key, value in post.items() if key.startswith(prefix) and value != ""}
         if study.protocol == protocols.PAIRWISE:
             left = assignment.presentation.get("left", "A")
@@ -359,8 +386,8 @@ def display_screen(*, study, item: Item, number: int, total: int) -> Screen:
     """A one-item screen that is not part of the rater's queue (the qualification test).
 
     Its assignment is never saved: it only carries what the templates and ``parse_entries``
-    read. Its id is the item's, so the form's field names (``a<id>-SC``) name the item shown and
-    a stale page (another tab answered meanwhile) is recognised by its prefix.
+    read. Its fields are named like any screen's (``u0-SC``); a stale page (another tab answered
+    meanwhile) is recognised by the question number the form carries (``raters.views``).
     """
     assignment = Assignment(pk=item.pk, study=study, item=item, position=number - 1, slot=0)
     return Screen(study=study, position=number - 1, number=number, total=total, assignments=[assignment])

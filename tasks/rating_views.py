@@ -33,7 +33,15 @@ from tasks.assignment import (
 )
 from tasks.derivatives import SIZES, derivative_ensure
 from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study
-from tasks.rating_context import parse_entries, screen_images, screen_view, selections_from, shown_from, shown_stamp
+from tasks.rating_context import (
+    StaleScreen,
+    parse_entries,
+    screen_images,
+    screen_view,
+    selections_from,
+    shown_from,
+    shown_stamp,
+)
 from tasks.services import RatingRejected, screen_submit
 
 YEAR = 365 * 24 * 3600
@@ -231,7 +239,8 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
         "study": study,
         "view": view,
         "screen": screen,
-        "shown": shown_stamp(rater_id=rater.pk, position=screen.position, at=now),
+        "shown": shown_stamp(rater_id=rater.pk, position=screen.position, at=now,
+                             units=[a.pk for a in screen.assignments]),
         "error": error,
         "percent": round(100 * (screen.number - 1) / screen.total),
         "back_url": _unit_url(study, back) if back is not None else "",
@@ -261,8 +270,13 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         return redirect("rating:next", study.slug)
     if request.method == "GET":
         return _render_screen(request, participation, screen)
-    # Time on item counts from the render this form came from (signed in the form, not stored).
-    shown = shown_from(request.POST, rater_id=rater.pk, position=screen.position, now=timezone.now())
+    # Time on item counts from the render this form came from (signed in the form, not stored);
+    # screen_submit bounds it by the rater's previous submit too.
+    try:
+        shown = shown_from(request.POST, rater_id=rater.pk, position=screen.position, now=timezone.now(),
+                           units=[a.pk for a in screen.assignments])
+    except StaleScreen as exc:  # fields are named by place: the form's answers were for other units
+        return _render_screen(request, participation, screen, error=str(exc), status=200 if request.htmx else 409)
     for assignment in screen.assignments:
         assignment.shown_at = shown
     try:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from raters.gold import may_work
@@ -65,10 +68,12 @@ def _rating_store(
     assignment: Assignment | None = None,
     schedule: bool = True,
     look_up: bool = False,
+    since: datetime | None = None,
 ) -> Rating:
     """The body of ``rating_submit``, inside the caller's transaction (``screen_submit`` stores a
     whole screen in one, without a savepoint per rating). ``assignment``: the rater's assignment
-    of this unit when the caller has it loaded (a screen); otherwise it is looked up.
+    of this unit when the caller has it loaded (a screen); otherwise it is looked up. ``since``:
+    when time on item starts (a screen's ``time_counted_from``); else the assignment's render time.
     """
     if (item is None) == (comparison is None):
         raise RatingRejected("A rating is for exactly one item or one comparison")
@@ -89,7 +94,8 @@ def _rating_store(
 
     clean_values, clean_answers, clean_checklist, time_on_item_ms = _rating_clean(
         study=study, item=item, comparison=comparison, values=values, answers=answers, checklist=checklist,
-        source=source, time_on_item_ms=time_on_item_ms, assignment=assignment,
+        source=source, time_on_item_ms=time_on_item_ms,
+        since=since if since is not None else getattr(assignment, "shown_at", None),
     )
 
     # A unit leased until now has no rating of this rater yet (claims skip units the rater rated;
@@ -133,8 +139,8 @@ def _rating_store(
         rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
 
     if source != Rating.Source.IMPORT:
-        # attention-check scoring and the per-rater gold/attention rules (a screen schedules the
-        # study-wide rules once for all its ratings: ``schedule=False``)
+        # counted toward the automatic rule runs (a screen counts all its ratings at once:
+        # ``schedule=False``); nothing is scored here, gold or not
         rating_recorded(rating=rating, created=created, schedule=schedule)
     rating.created_now = created
     return rating
@@ -142,9 +148,10 @@ def _rating_store(
 
 def _rating_clean(*, study: Study, item: Item | None, comparison: Comparison | None, values: dict,
                   answers: dict | None, checklist: dict | None, source: str, time_on_item_ms: int | None,
-                  assignment: Assignment | None) -> tuple[dict, dict, dict, int | None]:
+                  since: datetime | None) -> tuple[dict, dict, dict, int | None]:
     """The protocol's checks of one rating: (values, answers, checklist, time on item) to store,
-    or RatingRejected with a message for the rater."""
+    or RatingRejected with a message for the rater. Time on item, when not given, runs from
+    ``since`` to now (None when ``since`` is unknown)."""
     try:
         clean_values, clean_answers, clean_checklist = study.protocol_def.clean_answer(
             study.protocol_settings, study.task_type, values, answers, checklist,
@@ -153,8 +160,8 @@ def _rating_clean(*, study: Study, item: Item | None, comparison: Comparison | N
         )
     except protocols.ProtocolError as exc:
         raise RatingRejected(str(exc)) from None
-    if time_on_item_ms is None and assignment is not None and assignment.shown_at is not None:
-        elapsed = timezone.now() - assignment.shown_at
+    if time_on_item_ms is None and since is not None:
+        elapsed = timezone.now() - since
         time_on_item_ms = max(0, int(elapsed.total_seconds() * 1000))
     if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
         raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
@@ -191,8 +198,10 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     leased (None when the session is finished), read with the writes: it tells the study's
     automatic rules whether a session just ended, and the caller where to go next.
 
-    The common case on PostgreSQL (first answers to ordinary items) is one statement; edits,
-    gold and attention-check items, comparisons and SQLite take the general path.
+    The common case on PostgreSQL (first answers to items) is one statement; edits, comparisons
+    and SQLite take the general path. Gold and attention-check units take exactly the path and
+    the statements any unit takes: nothing is scored here (see ``raters.gold``), so a rater
+    cannot time a submit to tell gold from work.
     """
     if len(entries) != len(screen.assignments):
         raise RatingRejected("The page was out of date; please rate the images shown now")
@@ -200,16 +209,37 @@ def screen_submit(*, rater: Rater, screen, entries: list[dict], standing: RaterS
     allowed, why = may_work(rater=rater, study=screen.study, standing=standing)
     if not allowed:
         raise RatingRejected(why)
-    tried = _first_answers_to_plain_items(screen)
+    since = time_counted_from(rater=rater, screen=screen)
+    tried = _first_answers_to_items(screen)
     if tried:
-        ratings = _screen_store_at_once(rater=rater, screen=screen, entries=entries)
+        ratings = _screen_store_at_once(rater=rater, screen=screen, entries=entries, since=since)
         if ratings is not None:
             return ratings
     with transaction.atomic():
-        return _screen_store(rater=rater, screen=screen, entries=entries, look_up=tried)
+        return _screen_store(rater=rater, screen=screen, entries=entries, look_up=tried, since=since)
 
 
-def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = False) -> list[Rating]:
+def time_counted_from(*, rater: Rater, screen) -> datetime | None:
+    """When the time on item of a screen's answers starts: the later of the screen's render
+    (``assignment.shown_at``, from the signed stamp) and the rater's previous submit in the study.
+
+    A render time alone can be inflated: a speeder who opens every screen of a batch first and
+    submits them later would be credited with the whole wait on each screen. Nobody rates two
+    screens at once, so the time since the previous submit bounds the time spent on this one.
+    With no render time (a missing or doctored stamp) the previous submit alone bounds it; None
+    when neither is known (a first submit without a stamp). The previous submit comes with a
+    submit's screen (``screen_at(place=False)``); otherwise it costs one query.
+    """
+    if screen.previous_submit_known:
+        previous = screen.previous_submit
+    else:
+        previous = Rating.objects.filter(rater=rater, study=screen.study).aggregate(last=Max("updated_at"))["last"]
+    known = [t for t in [a.shown_at for a in screen.assignments] + [previous] if t is not None]
+    return max(known) if known else None
+
+
+def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = False,
+                  since: datetime | None = None) -> list[Rating]:
     """The general path of ``screen_submit``, inside its transaction: rating by rating.
     ``look_up``: look for an existing rating even of a unit leased until now (the one-statement
     path found one)."""
@@ -228,6 +258,7 @@ def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = 
                     presentation=entry.get("presentation") or {},
                     schedule=False,
                     look_up=look_up,
+                    since=since,
                 )
             )
         except RatingRejected as exc:
@@ -239,16 +270,14 @@ def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = 
     screen.next_leased = next_position(rater=rater, study=screen.study)
     # An edit of a finished session is not a second finish.
     study_rules_schedule(study=screen.study, session_finished=screen.next_leased is None and any(
-        rating.created_now for rating in ratings), ratings=len(ratings))
+        rating.created_now for rating in ratings), ratings=len(ratings), rater=rater)
     return ratings
 
 
-def _first_answers_to_plain_items(screen) -> bool:
-    """PostgreSQL, and every unit of the screen a leased item without gold or an attention check
-    (their answers are scored as they come in, which the general path does)."""
+def _first_answers_to_items(screen) -> bool:
+    """PostgreSQL, and every unit of the screen a leased item (gold or not: the same path for all)."""
     return connection.vendor == "postgresql" and all(
-        a.item_id and a.state == Assignment.State.LEASED and not hasattr(a.item, "gold")
-        and not hasattr(a.item, "attention_check") for a in screen.assignments
+        a.item_id and a.state == Assignment.State.LEASED for a in screen.assignments
     )
 
 
@@ -294,7 +323,7 @@ def _at_once_sql() -> str:
     return _AT_ONCE_SQL[0]
 
 
-def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[Rating] | None:
+def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict], since: datetime | None = None) -> list[Rating] | None:
     """``screen_submit``'s common case in one statement (a trial of several images inside a
     transaction, so it stays all or nothing). None when some unit was no longer leased when the
     statement ran (an expired lease, a second tab): nothing was stored, the general path decides."""
@@ -314,7 +343,7 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[
             values, answers, checklist, time_ms = _rating_clean(
                 study=study, item=assignment.item, comparison=None, values=entry.get("values") or {},
                 answers=entry.get("answers") or {}, checklist=entry.get("checklist"), source=Rating.Source.UI,
-                time_on_item_ms=None, assignment=assignment,
+                time_on_item_ms=None, since=since,
             )
             rating = Rating(study=study, rater=rater, item=assignment.item, values=values, answers=answers,
                             checklist=checklist, presentation=entry.get("presentation") or {},
@@ -357,8 +386,8 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict]) -> list[
         rating.created_now = True
         assignment.state, assignment.completed_at = Assignment.State.DONE, now
     screen.next_leased = next_leased
-    if count:  # counted is None when the study has no schedule row yet: the tick creates it
+    if count or next_leased is None:  # counted is None when the study has no schedule row yet: the tick creates it
         study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
-                             counted=counted)
+                             counted=counted, rater=rater)
     return ratings
 

@@ -21,7 +21,7 @@ from tasks.models import Rating
 from tests.factories import make_item, make_study
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-_FIELD = re.compile(r'name="(a\d+)-SC"')
+_FIELD = re.compile(r'name="(u\d+)-SC"')
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_a_straight_liner_is_rejected_when_their_session_ends_without_anyone_pre
         assignment = Assignment.objects.filter(rater=rater, state="leased").order_by("position").first()
         with django_capture_on_commit_callbacks(execute=True):
             client.post(reverse("rating:unit", args=[study.slug, assignment.position]),
-                        {f"a{assignment.pk}-SC": "1", f"a{assignment.pk}-PQ": "1"})
+                        {"u0-SC": "1", "u0-PQ": "1"})
         schedule = QualityRulesSchedule.objects.get(study=study)
         if n < 3:  # the session is not over: nothing ran yet
             assert (schedule.runs, schedule.ratings_since_run) == (0, n + 1)

@@ -161,3 +161,20 @@ def test_excluded_raters_do_not_spoil_or_make_a_consensus():
     assert gold_candidates(study) == []
     rater_decide(study=study, rater=bad, decision="reject", reason="Adversarial")
     assert [c.item for c in gold_candidates(study)] == [item]
+
+
+def test_an_attention_check_goes_to_a_random_place_in_the_batch_not_always_the_last():
+    """Always last, it told a careless rater the one screen of each batch worth reading."""
+    places = []
+    for _ in range(12):
+        study = make_study(units_per_session=5)
+        for _ in range(5):
+            make_item(study)
+        make_attention_check(make_item(study), after_items=0)
+        rater = make_rater()
+        claimed = assignment_batch_claim(rater=rater, study=study)  # slots the check in
+        assert claimed == 5
+        positions = sorted(Assignment.objects.filter(rater=rater).values_list("position", flat=True))
+        assert positions == list(range(6))  # still one screen each, no gaps
+        places.append(Assignment.objects.get(rater=rater, item__attention_check__isnull=False).position)
+    assert len(set(places)) > 1 and min(places) < 5, places

@@ -87,17 +87,23 @@ def test_no_gold_comparison_is_slotted_when_the_share_is_zero_or_all_were_had():
     assert Assignment.objects.filter(rater=rater, comparison=gold).count() == 1  # the pool of one is used up
 
 
-def test_pairwise_gold_counts_toward_gold_accuracy_and_the_rules_like_item_gold():
+def test_pairwise_gold_counts_toward_gold_accuracy_and_the_rules_like_item_gold(django_capture_on_commit_callbacks):
+    """Each rating here is a session of its own: the rules run when it commits."""
     study = _pairwise()
     QualityPolicy.objects.create(study=study, gold_min_items=2, gold_min_accuracy=0.7, gold_action="pause")
     golds = [_gold(make_comparison(study), preference) for preference in ("A", "tie")]
     careful, careless = make_rater(), make_rater()
     for gold, preference in zip(golds, ("A", "tie")):
-        rating_submit(rater=careful, comparison=gold.comparison, values={"preference": preference},
+        with django_capture_on_commit_callbacks(execute=True):
+            rating_submit(rater=careful, comparison=gold.comparison, values={"preference": preference},
+                          require_assignment=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        rating_submit(rater=careless, comparison=golds[0].comparison, values={"preference": "B"},
                       require_assignment=False)
-    rating_submit(rater=careless, comparison=golds[0].comparison, values={"preference": "B"}, require_assignment=False)
     assert standing_of(rater=careless, study=study).state != "paused"  # one gold answer: too few to judge
-    rating_submit(rater=careless, comparison=golds[1].comparison, values={"preference": "tie"}, require_assignment=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        rating_submit(rater=careless, comparison=golds[1].comparison, values={"preference": "tie"},
+                      require_assignment=False)
     assert gold_accuracy(rater=careful, study=study) == (2, 2)
     assert gold_accuracy(rater=careless, study=study) == (1, 2)
     assert gold_accuracy_by_rater(study) == {careful.pk: (2, 2), careless.pk: (1, 2)}
@@ -123,7 +129,8 @@ def _img_order(html: str) -> list[str]:
     return re.findall(r"/img/(\w+)/768 1x", html)
 
 
-def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens_whatever_the_sides(client):
+def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens_whatever_the_sides(
+        client, django_capture_on_commit_callbacks):
     """End to end: the rater works through the rating views; on the gold screens they pick the
     output that is item A wherever it was shown; a careless rater always picks the left one."""
     study = _pairwise(settings={"gold_share": 0.5}, units_per_session=2, raters_per_item=2)
@@ -149,9 +156,13 @@ def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens
             assert page.status_code == 200
             html = page.content.decode()
             assert "GOLD-NOTE-pw" not in html and "gold" not in html.lower()
-            (field,) = set(re.findall(r'name="(a\d+-preference)"', html))
-            assignment = Assignment.objects.select_related("comparison__item_a__image").get(pk=field[1:].split("-")[0])
-            response = client.post(url, {field: choose(assignment, _img_order(html))})
+            (field,) = set(re.findall(r'name="(u\d+-preference)"', html))
+            assert field == "u0-preference"  # named by place on the screen, never by assignment
+            position = int(url.rstrip("/").rsplit("/", 1)[1])
+            assignment = Assignment.objects.select_related("comparison__item_a__image").get(
+                rater__external_id=pid, position=position)
+            with django_capture_on_commit_callbacks(execute=True):  # the rules run after the session
+                response = client.post(url, {field: choose(assignment, _img_order(html))})
             if response.status_code == 422:  # the gold rule paused the rater: no more ratings
                 assert "paused while a researcher reviews it" in response.content.decode()
                 assert Rating.objects.filter(rater=assignment.rater, comparison_id__in=gold_ids).count() == 2

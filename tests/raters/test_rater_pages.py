@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from raters.models import QualityPolicy, RaterAction, RaterStanding
+from raters.models import QualificationAnswer, QualityPolicy, RaterAction, RaterStanding
 from tasks.models import GoldAnswer, Rating
 from tests.factories import make_gold, make_item, make_rater, make_study, make_user
 
@@ -147,20 +147,19 @@ def test_the_qualification_page_shows_the_item_but_never_the_expected_answer(cli
     assert response.status_code == 200 and "question 1 of 2" in html
     assert "SECRET-NOTE" not in html and "tolerance" not in html.lower()
     for _ in range(2):
-        item_pk = client.get(url).context["item"].pk
-        client.post(url, {f"a{item_pk}-SC": "1", f"a{item_pk}-PQ": "1"})
+        question = client.get(url).context["question"]
+        client.post(url, {"question": question, "u0-SC": "1", "u0-PQ": "1"})
     html = client.get(url).content.decode()
     assert "did not reach the pass mark" in html and "Try again" in html
     client.post(url, {"action": "start"})
     for _ in range(2):
-        item_pk = client.get(url).context["item"].pk
-        client.post(url, {f"a{item_pk}-SC": "0.5", f"a{item_pk}-PQ": "0.5"})
+        question = client.get(url).context["question"]
+        client.post(url, {"question": question, "u0-SC": "0.5", "u0-PQ": "0.5"})
     assert "You passed the qualification test." in client.get(url).content.decode()
     assert rater.qualification_attempts.filter(passed=True).count() == 1
 
 
 def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of_analysis(client):
-    from raters.models import QualificationAnswer
     from raters.quality import analysis_ratings
     from tasks.models import Rating
 
@@ -174,13 +173,13 @@ def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of
     url = reverse("raters:qualification", args=[study.slug])
     html = client.get(url).content.decode()
     assert 'id="unit"' in html and 'data-key="3"' in html and "Rubric" in html  # the work screen, keys shown
-    assert f'name="a{item.pk}-SC"' in html and 'data-back' not in html  # no going back in a test
-    response = client.post(url, {f"a{item.pk}-SC": "1"}, HTTP_HX_REQUEST="true")
+    assert 'name="u0-SC"' in html and 'data-back' not in html  # no going back in a test
+    response = client.post(url, {"question": "1.1", "u0-SC": "1"}, HTTP_HX_REQUEST="true")
     # Missing dimension: told on the screen (the htmx fragment renders no sub-template, so read the HTML), nothing stored.
     assert response.status_code == 200 and 'data-testid="error">' in response.content.decode()
     assert "PQ" in response.content.decode().split('data-testid="error">', 1)[1].split("</p>", 1)[0]
     assert not QualificationAnswer.objects.exists()
-    response = client.post(url, {f"a{item.pk}-SC": "1", f"a{item.pk}-PQ": "1"}, HTTP_HX_REQUEST="true")
+    response = client.post(url, {"question": "1.1", "u0-SC": "1", "u0-PQ": "1"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 204 and response["HX-Redirect"] == url
     answer = QualificationAnswer.objects.get()
     assert answer.correct and answer.time_on_item_ms is not None
@@ -189,8 +188,6 @@ def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of
 
 
 def test_a_checklist_study_qualifies_raters_with_the_checklist(client):
-    from raters.models import QualificationAnswer
-
     study = make_study(task_type="text_to_image", settings={"checklist_mode": True})
     QualityPolicy.objects.create(study=study, qualification_required=True, qualification_size=1)
     item = make_item(study)
@@ -200,9 +197,9 @@ def test_a_checklist_study_qualifies_raters_with_the_checklist(client):
     client.force_login(user)
     url = reverse("raters:qualification", args=[study.slug])
     html = client.get(url).content.decode()
-    assert f'name="a{item.pk}-c-objects"' in html and f'name="a{item.pk}-SC"' not in html
+    assert 'name="u0-c-objects"' in html and 'name="u0-SC"' not in html
     marks = {"c-prompt": "some", "c-objects": "recognizable", "c-artifacts": "none", "c-unusual": "none"}
-    client.post(url, {f"a{item.pk}-{k}": v for k, v in marks.items()})
+    client.post(url, {"question": "1.1", **{f"u0-{k}": v for k, v in marks.items()}})
     answer = QualificationAnswer.objects.get()
     assert answer.values == {"SC": 0.5, "PQ": 1.0} and answer.checklist["prompt"] == "some" and answer.correct
 
@@ -217,9 +214,11 @@ def test_a_stale_qualification_page_is_refused_and_the_current_question_shown(cl
     client.force_login(user)
     url = reverse("raters:qualification", args=[study.slug])
     current = client.get(url).context["item"]
-    response = client.post(url, {"a999999-SC": "1", "a999999-PQ": "1"})
-    assert response.status_code == 422 and "out of date" in response.content.decode()
-    assert response.context["item"] == current
+    for stale in ({"question": "1.2"}, {"question": "2.1"}, {}):  # a later question, another attempt, none
+        response = client.post(url, {**stale, "u0-SC": "1", "u0-PQ": "1"})
+        assert response.status_code == 422 and "out of date" in response.content.decode()
+        assert response.context["item"] == current
+    assert not QualificationAnswer.objects.exists()
 
 
 def test_an_owner_opening_the_qualification_is_not_enrolled_as_a_rater(client):

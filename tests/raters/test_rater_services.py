@@ -1,6 +1,7 @@
 """raters.services: decisions with reasons, automatic rules, exclusion from analysis."""
 
 import pytest
+from django.test import TestCase
 
 from raters.models import QualityPolicy, Rater, RaterAction, RaterStanding
 from raters.quality import analysis_ratings, exclusion_reasons
@@ -13,8 +14,10 @@ pytestmark = pytest.mark.django_db
 
 
 def _rate(rater, item, values, time_ms=5000):
+    """One rating as a session of its own: the rules run when it commits (after the session)."""
     Assignment.objects.get_or_create(study=item.study, rater=rater, item=item)
-    return rating_submit(rater=rater, item=item, values=values, time_on_item_ms=time_ms)  # runs the rules
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return rating_submit(rater=rater, item=item, values=values, time_on_item_ms=time_ms)
 
 
 def test_a_decision_needs_a_reason_and_nothing_is_stored_without_one():
@@ -176,3 +179,37 @@ def test_the_analysis_layer_leaves_out_rejected_raters_and_attention_checks_and_
     frame = ratings_frame(study)
     assert list(frame["rater"].astype(str)) == [str(good.pk)]
     assert len(ratings_frame(study, include_excluded=True)) == 2
+
+
+def test_an_attention_check_edited_before_it_was_scored_is_still_scored_on_the_first_answer():
+    from raters.gold import attention_failures
+
+    study, rater = make_study(), make_rater()
+    item = make_item(study)
+    check = make_attention_check(item, expected={"SC": 0.5})
+    Assignment.objects.create(study=study, rater=rater, item=item)
+    rating_submit(rater=rater, item=item, values={"SC": 1, "PQ": 1})  # the submit scores nothing
+    rating_submit(rater=rater, item=item, values={"SC": 0.5, "PQ": 1})  # corrected before any rule ran
+    assert not check.results.exists()
+    assert attention_failures(rater=rater, study=study) == (1, 1)
+    result = check.results.get(rater=rater)
+    assert result.passed is False and result.values == {"SC": 1.0, "PQ": 1.0}
+    assert attention_failures(rater=rater, study=study) == (1, 1)  # scored once
+
+
+def test_a_study_without_rules_after_sessions_still_runs_a_rater_s_gold_rules_when_their_session_ends(
+        django_capture_on_commit_callbacks):
+    study, rater = make_study(), make_rater()
+    QualityPolicy.objects.create(study=study, gold_min_items=2, gold_action="pause", rules_after_session=False,
+                                 rules_every_ratings=0)
+    golds = [make_item(study) for _ in range(2)]
+    for item in golds:
+        make_gold(item, values={"SC": 1.0, "PQ": 1.0})
+        Assignment.objects.create(study=study, rater=rater, item=item, position=golds.index(item))
+    with django_capture_on_commit_callbacks(execute=True) as first:
+        rating_submit(rater=rater, item=golds[0], values={"SC": 0, "PQ": 0})
+    assert not first and not RaterStanding.objects.exists()  # mid-session: nothing queued
+    with django_capture_on_commit_callbacks(execute=True) as last:
+        rating_submit(rater=rater, item=golds[1], values={"SC": 0, "PQ": 0})
+    assert len(last) == 1
+    assert RaterStanding.objects.get(rater=rater).state == RaterStanding.State.PAUSED

@@ -21,7 +21,7 @@ def _finish(client, study):
     client.post(f"/s/{study.slug}/instructions")
     url = client.get(f"/s/{study.slug}/rate").url
     assignment = study.assignments.get()
-    return client.post(url, {f"a{assignment.pk}-SC": "1", f"a{assignment.pk}-PQ": "1"}, follow=True)
+    return client.post(url, {"u0-SC": "1", "u0-PQ": "1"}, follow=True)
 
 
 def test_a_prolific_worker_arrives_by_link_and_the_same_id_comes_back_to_the_same_rater(client):

@@ -44,7 +44,7 @@ def _enter(client, study, pid):
 
 
 def _answer(html: str) -> dict:
-    return {f"{prefix}-{dim}": "0.5" for prefix in set(re.findall(r'name="(a\d+)-SC"', html)) for dim in ("SC", "PQ")}
+    return {f"{prefix}-{dim}": "0.5" for prefix in set(re.findall(r'name="(u\d+)-SC"', html)) for dim in ("SC", "PQ")}
 
 
 def test_a_rater_s_screens_and_submits_cost_a_fixed_small_number_of_queries(client):
@@ -76,7 +76,7 @@ def test_a_three_image_evalmi_trial_submits_with_a_few_queries_per_image(client)
     _enter(client, study, "trial-rater")
     url = client.get(f"/s/{study.slug}/rate").url
     page = client.get(url)
-    form = {name: "3" for name in set(re.findall(r'name="(a\d+-(?:perception|correspondence))"', page.content.decode()))}
+    form = {name: "3" for name in set(re.findall(r'name="(u\d+-(?:perception|correspondence))"', page.content.decode()))}
     assert len(form) == 6
     with CaptureQueriesContext(connection) as submitted:
         assert client.post(url, form).status_code == 302

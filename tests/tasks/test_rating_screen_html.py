@@ -144,7 +144,7 @@ def test_an_imagenhub_screen_shows_both_scales_with_keys_labels_hints_and_the_ou
     item = make_item(study)
     url = _ready(client, study)
     screen = _Screen(client.get(url).content.decode())
-    prefix = f"a{Assignment.objects.get().pk}-"
+    prefix = "u0-"
     assert screen.questions == _imagenhub(prefix)
     sha = item.image.sha256
     assert screen.pictures == [{"href": f"/img/{sha}/full", "data-full": f"/img/{sha}/full", "target": "_blank",
@@ -157,7 +157,7 @@ def test_a_revisited_or_refused_screen_has_the_earlier_choices_checked(client):
     make_item(study)
     make_item(study)
     url = _ready(client, study)
-    prefix = f"a{Assignment.objects.get(position=0).pk}-"
+    prefix = "u0-"
     refused = client.post(url, {f"{prefix}SC": "0.5"})  # PQ missing: shown again, SC kept
     assert refused.status_code == 422
     assert _Screen(refused.content.decode()).questions == _imagenhub(prefix, sc="0.5")
@@ -170,7 +170,7 @@ def test_checklist_mode_shows_one_question_per_condition_and_the_extra_checks(cl
     make_item(study)
     url = _ready(client, study)
     questions = _Screen(client.get(url).content.decode()).questions
-    prefix = f"a{Assignment.objects.get().pk}-c-"
+    prefix = "u0-c-"
     following = [("no", "1", "1", "No following at all", "", False), ("some", "2", "2", "Follows some part", "", False),
                  ("most", "3", "3", "Follows most of it", "", False)]
     assert [(q["class"], q["legend"], q["choices"][0]["name"]) for q in questions] == [
@@ -199,7 +199,7 @@ def test_an_evalmi_trial_shows_likert_scales_with_words_and_yes_no_questions_for
     yes_no = [("yes", "y", "Y", "Yes", "", False), ("no", "n", "N", "No", "", False)]
     expected = []
     for assignment in Assignment.objects.order_by("slot"):
-        p = f"a{assignment.pk}-"
+        p = f"u{assignment.slot}-"
         expected += [
             {"class": "question q-scale", "legend": "Perception",
              "help": "clarity, naturalness, colour, detail", "key_hint": "", "choices": _choices(f"{p}perception", likert)},
@@ -219,7 +219,7 @@ def test_a_long_likert_scale_has_two_digit_keys_and_says_how_to_type_them(client
                        settings={"likert_min": 0, "likert_max": 10, "qa": False, "images_per_trial": 1})
     make_item(study)
     (perception, _) = _Screen(client.get(_ready(client, study)).content.decode()).questions
-    p = f"a{Assignment.objects.get().pk}-"
+    p = "u0-"
     hints = {0: "worst", 10: "best"}
     assert perception == {
         "class": "question q-scale", "help": "clarity, naturalness, colour, detail",
@@ -241,7 +241,7 @@ def test_a_pairwise_screen_shows_left_and_right_with_their_keys_and_the_preferen
     assert screen.questions == [{
         "class": "question q-preference", "legend": "Which image is better?",
         "help": "Follows the prompt better and looks better overall", "key_hint": "",
-        "choices": _choices(f"a{assignment.pk}-preference", [
+        "choices": _choices("u0-preference", [
             ("left", "1", "1", "Left is better", "", False), ("right", "2", "2", "Right is better", "", False),
             ("tie", "3", "3", "About the same", "", False), ("both_bad", "4", "4", "Both are bad", "", False)]),
     }]
@@ -272,7 +272,7 @@ def test_an_attention_check_instruction_is_shown_escaped(client):
     url = _ready(client, study)
     html = client.get(url).content.decode()
     if "attention-instruction" not in html:  # the check came second
-        prefix = f"a{Assignment.objects.get(position=0).pk}-"
+        prefix = "u0-"
         html = client.get(client.post(url, {f"{prefix}SC": "1", f"{prefix}PQ": "1"}).url).content.decode()
     assert "<img src=x" not in html
     assert '<p class="attention-instruction" role="note">Choose &lt;img src=x onerror=alert(1)&gt; &amp; 0.5</p>' in html

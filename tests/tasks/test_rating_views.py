@@ -20,7 +20,7 @@ def _study(n_items=3, **fields):
 
 
 def _fields(response):
-    return sorted(set(re.findall(r'name="(a\d+-[\w-]+)"', response.content.decode())))
+    return sorted(set(re.findall(r'name="(u\d+-[\w-]+)"', response.content.decode())))
 
 
 def test_a_rater_must_consent_before_seeing_instructions_and_items(client):
@@ -84,7 +84,8 @@ def test_a_rating_is_stored_with_the_time_on_item_measured_on_the_server(client)
 @pytest.mark.parametrize("stamp", ["genuine", "forged", "other rater", "other screen", "missing"])
 def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_counts_as_unknown(client, stamp):
     """The render writes nothing: its time comes back signed in the form. Only a genuine stamp of
-    this rater and this screen is believed; anything else leaves the time on item unknown."""
+    this rater and this screen is believed; anything else leaves the time on item unknown (the
+    rater's first submit: no previous submit bounds it either)."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -97,12 +98,14 @@ def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_coun
     fields = _fields(client.get(url))
     participation = Participation.objects.get(study=study)
     position = int(url.rstrip("/").rsplit("/", 1)[1])
+    units = list(Assignment.objects.filter(rater_id=participation.rater_id, position=position)
+                 .order_by("slot").values_list("pk", flat=True))
     earlier = timezone.now() - timedelta(seconds=7)
     value = {
-        "genuine": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier),
-        "forged": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier)[:-3] + "abc",
-        "other rater": shown_stamp(rater_id=participation.rater_id + 1, position=position, at=earlier),
-        "other screen": shown_stamp(rater_id=participation.rater_id, position=position + 1, at=earlier),
+        "genuine": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier, units=units),
+        "forged": shown_stamp(rater_id=participation.rater_id, position=position, at=earlier, units=units)[:-3] + "abc",
+        "other rater": shown_stamp(rater_id=participation.rater_id + 1, position=position, at=earlier, units=units),
+        "other screen": shown_stamp(rater_id=participation.rater_id, position=position + 1, at=earlier, units=units),
         "missing": "",
     }[stamp]
     assert client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": value}).status_code == 302
@@ -111,6 +114,27 @@ def test_time_on_item_counts_from_the_signed_render_time_and_a_doctored_one_coun
         assert 7_000 <= rating.time_on_item_ms < 60_000
     else:
         assert rating.time_on_item_ms is None
+
+
+def test_a_form_rendered_for_other_units_at_the_same_place_is_refused_not_misfiled(client):
+    """Fields are named by place on the screen (u0-…), so the stamp also names the units the form
+    was rendered for: if the place now holds another unit, nothing is stored."""
+    from django.utils import timezone
+
+    from tasks.models import Participation
+    from tasks.rating_context import shown_stamp
+
+    study = _study()
+    url = crowd_enter(client, study)
+    fields = _fields(client.get(url))
+    participation = Participation.objects.get(study=study)
+    position = int(url.rstrip("/").rsplit("/", 1)[1])
+    other = Assignment.objects.filter(rater_id=participation.rater_id).exclude(position=position).first()
+    stale = shown_stamp(rater_id=participation.rater_id, position=position, at=timezone.now(), units=[other.pk])
+    response = client.post(url, {fields[0]: "0.5", fields[1]: "1", "shown": stale})
+    assert response.status_code == 409 and "out of date" in response.content.decode()
+    assert not Rating.objects.exists()
+    assert not Assignment.objects.filter(rater_id=participation.rater_id, state="done").exists()
 
 
 def test_a_missing_dimension_or_a_value_off_the_scale_is_refused_with_a_message_and_nothing_is_stored(client):
@@ -140,9 +164,8 @@ def test_an_item_of_another_rater_cannot_be_rated(client):
     crowd_enter(client, study, pid="P1")
     other = client.__class__()
     crowd_enter(other, study, pid="P2")
-    mine = Assignment.objects.get(rater__external_id="P1", position=0)
     theirs_position = Assignment.objects.filter(rater__external_id="P2").first().position
-    response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {f"a{mine.pk}-SC": "1"})
+    response = client.post(f"/s/{study.slug}/rate/{theirs_position + 50}", {"u0-SC": "1"})
     assert response.status_code == 403
     assert Rating.objects.count() == 0
 
@@ -379,3 +402,53 @@ def test_the_owner_still_sees_the_rubric_of_a_draft_to_check_it_before_publishin
 def test_a_malformed_image_hash_is_a_404_before_any_query(client, django_assert_num_queries, sha256):
     with django_assert_num_queries(0):  # a NUL reaching PostgreSQL is a 500
         assert client.get(f"/img/{sha256}/160").status_code == 404
+
+
+def test_a_speeder_who_opens_every_screen_first_and_submits_later_is_credited_only_the_time_between_submits(client):
+    """The red team's speeder: fetch every screen of the batch, wait, then submit them all in a
+    second. Time on item counts from the later of the render and the previous submit, so only the
+    first answer keeps the wait; the others get the fraction of a second they really took, and the
+    too-fast rule sees it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from raters.quality import study_quality
+
+    study = _study(n_items=8)
+    crowd_enter(client, study)
+    slug = study.slug
+    rater_id = Participation.objects.get(study=study).rater_id
+    positions = sorted(set(Assignment.objects.filter(rater_id=rater_id).values_list("position", flat=True)))
+    assert len(positions) == 8
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)
+    with mock.patch("django.utils.timezone.now", return_value=ten_minutes_ago):
+        pages = {p: client.get(f"/s/{slug}/rate/{p}").content.decode() for p in positions}
+    for position in positions:  # every answer in a quick burst, each from its own ten-minute-old page
+        html = pages[position]
+        form = {name: "1" for name in set(re.findall(r'name="(u0-(?:SC|PQ))"', html))}
+        form["shown"] = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+        assert client.post(f"/s/{slug}/rate/{position}", form).status_code == 302
+    times = [r.time_on_item_ms for r in Rating.objects.filter(rater_id=rater_id).order_by("created_at", "pk")]
+    assert len(times) == 8
+    assert times[0] >= 10 * 60 * 1000  # the first screen may really have been looked at all along
+    assert all(t < 5_000 for t in times[1:]), times  # not 6.4 s each, let alone ten minutes
+    assert "too_fast" in [f.code for f in study_quality(study)[rater_id].flags]
+
+
+def test_without_a_render_stamp_time_on_item_is_bounded_by_the_previous_submit(client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    study = _study(n_items=2)
+    url = crowd_enter(client, study)
+    rater_id = Participation.objects.get(study=study).rater_id
+    fields = _fields(client.get(url))
+    assert client.post(url, {fields[0]: "1", fields[1]: "1"}).status_code == 302  # no stamp: unknown
+    first = Rating.objects.get(rater_id=rater_id)
+    assert first.time_on_item_ms is None
+    Rating.objects.filter(pk=first.pk).update(updated_at=timezone.now() - timedelta(seconds=20))
+    second = Assignment.objects.filter(rater_id=rater_id, state="leased").get().position
+    assert client.post(f"/s/{study.slug}/rate/{second}", {"u0-SC": "1", "u0-PQ": "1"}).status_code == 302
+    assert 20_000 <= Rating.objects.exclude(pk=first.pk).get(rater_id=rater_id).time_on_item_ms < 60_000

@@ -36,7 +36,9 @@ def test_a_trial_is_stored_in_one_statement_with_every_field(django_assert_num_q
     QualityPolicy.objects.create(study=study, rules_after_session=True, rules_every_ratings=100)
     QualityRulesSchedule.objects.create(study=study, ratings_since_run=5)
     rater = make_rater()
-    screen = assignment_next(rater=rater, study=study)
+    position = assignment_next(rater=rater, study=study).position
+    # as the view gets a submit's screen: its units and the rater's previous submit, one query
+    screen = screen_at(rater=rater, study=study, position=position, place=False)
     screen_shown(rater=rater, screen=screen)  # rendered: time on item counts from here
     with django_assert_num_queries(4):  # standing; SAVEPOINT, the statement, RELEASE (in a test's transaction)
         ratings = screen_submit(rater=rater, screen=screen, entries=_entries(screen))
