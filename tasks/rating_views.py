@@ -253,6 +253,13 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
     return response
 
 
+def _final(participation: Participation, screen: Screen) -> bool:
+    """Whether the screen was answered before the rater took their completion code."""
+    finished = participation.completed_at
+    return finished is not None and all(
+        a.completed_at is not None and a.completed_at <= finished for a in screen.assignments)
+
+
 @require_http_methods(["GET", "POST"])
 def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     """One screen: GET shows it (pre-filled when revisited), POST stores its ratings and moves on."""
@@ -268,6 +275,13 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         if request.method == "POST":
             return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)
         return redirect("rating:next", study.slug)
+    if _final(participation, screen):
+        # Answers are final once the completion code was taken: what the platform paid for stays.
+        if request.method == "POST":
+            return _message(request, study, "Your answers are final",
+                            "You finished this session and took the completion code, so its answers can no longer "
+                            "change.", status=403)
+        return redirect("rating:done", study.slug)
     if request.method == "GET":
         return _render_screen(request, participation, screen)
     # Time on item counts from the render this form came from (signed in the form, not stored);

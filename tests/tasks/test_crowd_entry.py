@@ -144,3 +144,16 @@ def test_an_invited_rater_who_finishes_is_shown_no_completion_code(client):
     html = _finish(client, study).content.decode()
     assert "Thank you" in html and "CODE-7" not in html and "completion code" not in html
 
+
+
+def test_after_taking_the_completion_code_a_worker_cannot_reopen_or_change_their_answers(client):
+    study = _study()
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X1")
+    assert "CODE-7" in _finish(client, study).content.decode()  # the done page: code taken
+    rating = Rating.objects.get()
+    reopened = client.get(f"/s/{study.slug}/rate/0")
+    assert reopened.status_code == 302 and reopened.url.endswith("/done")
+    changed = client.post(f"/s/{study.slug}/rate/0", {"u0-SC": "0", "u0-PQ": "0"})
+    assert changed.status_code == 403 and "final" in changed.content.decode()
+    rating.refresh_from_db()
+    assert rating.values == {"SC": 1.0, "PQ": 1.0} and not rating.revisions.exists()
