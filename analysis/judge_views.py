@@ -170,6 +170,9 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
             next(key for j, key in _scatter_options(report) if j == judge) if judge else None),
         "disagreements": _disagreements(study, judge, dimension, human_dimension) if judge else [],
         "pairwise": _pairwise_block(study) if study.protocol == protocols.PAIRWISE else [],
+        "is_pairwise": study.protocol == protocols.PAIRWISE,
+        "pairwise_votes": (Rating.objects.filter(study=study, comparison__isnull=False).count()
+                           if study.protocol == protocols.PAIRWISE else 0),
         "judge_endpoints": judge_endpoint_list(),  # names and models only: URLs and keys stay with the operator
     }
     if request.htmx and request.GET.get("fragment") == "runs":

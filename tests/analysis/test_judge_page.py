@@ -175,3 +175,14 @@ def test_the_page_names_the_operator_endpoints_without_their_urls(client, server
     html = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
     assert "<strong>default</strong> (fake-good," in html
     assert server.base_url not in html and "127.0.0.1" not in html
+
+
+def test_a_pairwise_study_with_votes_but_no_judge_run_counts_the_votes_instead_of_saying_there_are_none(client, researcher):
+    study = make_study(protocol="pairwise")
+    study.owners.add(researcher)
+    comparison = make_comparison(study)
+    for rater in [make_rater() for _ in range(3)]:
+        Rating.objects.create(study=study, rater=rater, comparison=comparison, values={"preference": "B"})
+    client.force_login(researcher)
+    html = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
+    assert "No human ratings yet" not in html and "3 human votes so far" in html
