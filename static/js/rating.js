@@ -56,7 +56,10 @@
     if (missing.length) {
       missing.forEach(function (q) { q.classList.add("missing"); });
       var label = missing[0].querySelector("legend").firstChild.textContent.trim();
-      if (box) box.textContent = "Please answer every question: “" + label + "” is not answered yet.";
+      // On a screen of several images (an EvalMi trial) say which image the question belongs to.
+      var panel = missing[0].closest(".panel");
+      var where = panel && u.querySelectorAll(".panel").length > 1 ? panel.getAttribute("aria-label") + ", " : "";
+      if (box) box.textContent = "Please answer every question: " + where + "“" + label + "” is not answered yet.";
       setActive(questions().indexOf(missing[0]), true);
       return;
     }

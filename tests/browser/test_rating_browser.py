@@ -79,7 +79,16 @@ def test_a_rater_rates_an_evalmi_trial_of_three_images(browser_page, screenshot)
     _enter(page, study, pid="EVAL1")
     _wait_screen(page, 1, 1)
     assert page.locator(".panel").count() == 3
-    for question in page.locator("[data-question]").all():
+    screenshot(page, "evalmi-trial")
+    anchors = page.locator("[data-question] >> nth=0 >> .choice-hint")
+    assert anchors.all_inner_texts() == ["Bad", "Poor", "Fair", "Good", "Excellent"] and anchors.last.is_visible()
+    questions = page.locator("[data-question]").all()
+    per_image = len(questions) // 3
+    for question in questions[:per_image]:  # image 1 only: Enter names the image still open
+        page.keyboard.press("y" if "q-yesno" in question.get_attribute("class") else "4")
+    page.keyboard.press("Enter")
+    assert "Image 2, “Perception” is not answered yet" in page.inner_text("[data-testid=error]")
+    for question in questions[per_image:]:
         page.keyboard.press("y" if "q-yesno" in question.get_attribute("class") else "4")
     page.keyboard.press("Enter")
     page.wait_for_url("**/done")
