@@ -221,3 +221,14 @@ def test_enter_on_a_focused_back_or_rubric_button_presses_that_button_and_submit
     page.keyboard.press("Enter")  # goes back to screen 1 instead of submitting screen 2
     _wait_screen(page, 1, 3)
     assert Rating.objects.filter(study=study).count() == 1
+
+
+def test_the_consent_checkbox_sits_on_the_line_of_its_label(browser_page, screenshot):
+    page = browser_page
+    study = _demo_study("demo-text-to-image", instances=1, units_per_session=1)
+    page.goto(f"/s/{study.slug}/start?PROLIFIC_PID=CONSENT1&STUDY_ID=st1&SESSION_ID=se1")
+    box = page.locator("input[name=agree]").bounding_box()
+    label = page.locator("label.check").bounding_box()
+    screenshot(page, "consent")
+    assert label["height"] < 2 * box["height"] + 16  # one line, not a box above its text
+    assert box["x"] - label["x"] < 8  # at the start of the line, not centred
