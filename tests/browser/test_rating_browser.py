@@ -232,3 +232,25 @@ def test_the_consent_checkbox_sits_on_the_line_of_its_label(browser_page, screen
     screenshot(page, "consent")
     assert label["height"] < 2 * box["height"] + 16  # one line, not a box above its text
     assert box["x"] - label["x"] < 8  # at the start of the line, not centred
+
+
+def test_on_a_phone_the_pairwise_images_stay_left_and_right_and_an_evalmi_trial_stays_compact(browser_page, screenshot):
+    page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    study = _demo_study("demo-pairwise", instances=1, units_per_session=1)
+    _enter(page, study, pid="PHONE1")
+    page.wait_for_selector("#unit .question")
+    left, right = (page.locator(".side").nth(i).bounding_box() for i in (0, 1))
+    screenshot(page, "pairwise-phone")
+    assert right["x"] > left["x"] + left["width"] - 1 and abs(right["y"] - left["y"]) < 2  # side by side
+    assert right["x"] + right["width"] <= 390  # and both on the screen
+    study = _demo_study("demo-evalmi", instances=1, units_per_session=1)
+    _enter(page, study, pid="PHONE2")
+    page.wait_for_selector("#unit .question")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    screenshot(page, "evalmi-phone")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    assert height < 2800, height  # 2,900 px before, without the Likert anchors it now has
+    legend = page.locator(".q-scale legend").nth(1).bounding_box()  # "Correspondence" fits its column
+    first_choice = page.locator(".q-scale").nth(1).locator(".choice").first.bounding_box()
+    assert legend["x"] + legend["width"] <= first_choice["x"] + 1
