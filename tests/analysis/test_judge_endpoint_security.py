@@ -312,6 +312,10 @@ def test_a_name_that_turns_to_loopback_after_the_check_is_refused_at_connect_tim
     client = ChatClient(ClientConfig.from_target(target, {"max_retries": 2, "backoff_seconds": 0}))
     with pytest.raises(ChatError, match="loopback"):
         client.chat("hello")
+    https = ClientConfig.from_target(Target(base_url=base.replace("http:", "https:"), model="m", api_key_env="",
+                                            researcher_url=True, max_concurrency=1, requests_per_minute=0), {})
+    with pytest.raises(ChatError, match="loopback"):  # the TLS path goes through the same check
+        ChatClient(https).chat("hello")
     assert_untouched(listener)
 
 
@@ -334,7 +338,7 @@ class _Echo(BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if self.server.redirect:
-            self.send_response(307)
+            self.send_response(302)  # urllib would follow it, Authorization header and all
             self.send_header("Location", self.server.redirect)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -383,7 +387,7 @@ def test_a_redirect_from_an_endpoint_is_not_followed(world, echo, listener, sett
         run = judge_run_start(judge=judge, study=world["alice-study"])
     run.refresh_from_db()
     assert run.failed == run.total
-    assert "HTTP 307" in JudgeScore.objects.filter(run=run).first().rationale
+    assert "HTTP 302" in JudgeScore.objects.filter(run=run).first().rationale
     assert_untouched(listener)
 
 
