@@ -610,7 +610,8 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
 
     ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
     screens it has. Gold screens and attention checks go to seeded random places inside the batch
-    (a check not before its ``after_items``); both through ``tasks.assignment.screen_insert``, so they are ordinary assignments.
+    (a check not before its ``after_items``); both through ``tasks.assignment.screen_insert``, so
+    they are ordinary assignments.
     One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
     take a whole gold trial (a gold instance), since a lone gold image among normal ones would
     stand out by its different prompt. Returns how many screens were inserted.

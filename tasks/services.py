@@ -323,7 +323,8 @@ def _at_once_sql() -> str:
     return _AT_ONCE_SQL[0]
 
 
-def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict], since: datetime | None = None) -> list[Rating] | None:
+def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
+                          since: datetime | None = None) -> list[Rating] | None:
     """``screen_submit``'s common case in one statement (a trial of several images inside a
     transaction, so it stays all or nothing). None when some unit was no longer leased when the
     statement ran (an expired lease, a second tab): nothing was stored, the general path decides."""
@@ -386,7 +387,8 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict], since: d
         rating.created_now = True
         assignment.state, assignment.completed_at = Assignment.State.DONE, now
     screen.next_leased = next_leased
-    if count or next_leased is None:  # counted is None when the study has no schedule row yet: the tick creates it
+    # counted is None when the study has no schedule row yet: the tick creates it
+    if count or next_leased is None:
         study_rules_schedule(study=study, session_finished=next_leased is None, ratings=len(ordered),
                              counted=counted, rater=rater)
     return ratings

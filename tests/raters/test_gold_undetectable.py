@@ -122,8 +122,9 @@ def _assert_undetectable(screens: list[dict]):
     assert {tuple(s["page_headers"]) for s in screens} == {tuple(plain[0]["page_headers"])}
     # 2. The red team's classifier, run for real: no better than chance (Fisher's exact test).
     guesses = _red_team_guess(screens)
-    table = [[sum(g and s["gold"] for g, s in zip(guesses, screens)), sum(g and not s["gold"] for g, s in zip(guesses, screens))],
-             [sum(not g and s["gold"] for g, s in zip(guesses, screens)), sum(not g and not s["gold"] for g, s in zip(guesses, screens))]]
+    pairs = [(guess, s["gold"]) for guess, s in zip(guesses, screens)]
+    table = [[pairs.count((True, True)), pairs.count((True, False))],
+             [pairs.count((False, True)), pairs.count((False, False))]]
     assert fisher_exact(table, alternative="greater").pvalue > 0.05, table
     # 3. Submits: the same number of statements for gold and work (the deterministic form of
     #    "timing does not depend on gold"), so Mann-Whitney finds no difference in them. The
@@ -139,8 +140,9 @@ def _assert_undetectable(screens: list[dict]):
     # Wall times vary with the machine's load: reported, not asserted (the statements are).
     g_times = [s["seconds"] for s in gold if not s["last"]]
     p_times = [s["seconds"] for s in plain if not s["last"]]
+    p_value = mannwhitneyu(g_times, p_times).pvalue
     print(f"submit ms, median gold {1000 * sorted(g_times)[len(g_times) // 2]:.1f} vs "
-          f"work {1000 * sorted(p_times)[len(p_times) // 2]:.1f}; Mann-Whitney p = {mannwhitneyu(g_times, p_times).pvalue:.2f}")
+          f"work {1000 * sorted(p_times)[len(p_times) // 2]:.1f}; Mann-Whitney p = {p_value:.2f}")
 
 
 def test_text_to_image_gold_screens_cannot_be_told_from_work_by_ids_names_or_submit_work(client):
