@@ -379,3 +379,12 @@ def test_the_owner_still_sees_the_rubric_of_a_draft_to_check_it_before_publishin
 def test_a_malformed_image_hash_is_a_404_before_any_query(client, django_assert_num_queries, sha256):
     with django_assert_num_queries(0):  # a NUL reaching PostgreSQL is a 500
         assert client.get(f"/img/{sha256}/160").status_code == 404
+
+
+@pytest.mark.parametrize("position", [2**31, 2**63, 10**30])
+def test_a_position_past_any_queue_is_no_screen_not_a_server_error(client, position):
+    study = _study()
+    crowd_enter(client, study)
+    assert client.get(f"/s/{study.slug}/rate/{position}").status_code == 302
+    assert client.post(f"/s/{study.slug}/rate/{position}", {}).status_code == 403
+    assert Rating.objects.count() == 0
