@@ -46,6 +46,7 @@ from tasks.services import RatingRejected, screen_submit
 
 YEAR = 365 * 24 * 3600
 SHA256 = re.compile(r"[0-9a-f]{64}")
+POSITION_MAX = 2**31 - 1  # Assignment.position is a PositiveIntegerField
 
 
 def _message(request: HttpRequest, study: Study | None, title: str, text: str, status: int = 200) -> HttpResponse:
@@ -270,7 +271,9 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         return redirect(_step_url(study, participation))
     rater = participation.rater
     # A submit needs the screen's units only; its place in the queue is looked up if it is shown again.
-    screen = screen_at(rater=rater, study=study, position=position, place=request.method == "GET")
+    # A position past the column's range is nobody's screen (SQLite cannot even bind it: a 500).
+    in_range = position <= POSITION_MAX
+    screen = screen_at(rater=rater, study=study, position=position, place=request.method == "GET") if in_range else None
     if screen is None:
         if request.method == "POST":
             return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)

@@ -452,3 +452,12 @@ def test_without_a_render_stamp_time_on_item_is_bounded_by_the_previous_submit(c
     second = Assignment.objects.filter(rater_id=rater_id, state="leased").get().position
     assert client.post(f"/s/{study.slug}/rate/{second}", {"u0-SC": "1", "u0-PQ": "1"}).status_code == 302
     assert 20_000 <= Rating.objects.exclude(pk=first.pk).get(rater_id=rater_id).time_on_item_ms < 60_000
+
+
+@pytest.mark.parametrize("position", [2**31, 2**63, 10**30])
+def test_a_position_past_any_queue_is_no_screen_not_a_server_error(client, position):
+    study = _study()
+    crowd_enter(client, study)
+    assert client.get(f"/s/{study.slug}/rate/{position}").status_code == 302
+    assert client.post(f"/s/{study.slug}/rate/{position}", {}).status_code == 403
+    assert Rating.objects.count() == 0
