@@ -7,8 +7,6 @@ study they do not own gets 404 (its existence is not revealed).
 
 from __future__ import annotations
 
-import json
-
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -20,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
+from tasks.builder import BundleInvalid, StudySpec, json_loads_checked, study_build_from_bundle
 from tasks.models import Item, Rating, Study
 from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
 
@@ -78,9 +76,9 @@ class StudyListCreate(APIView):
 
         def validate_settings(self, value: str) -> dict:
             try:
-                parsed = json.loads(value or "{}")
-            except json.JSONDecodeError as exc:
-                raise serializers.ValidationError(f"not valid JSON: {exc.msg}") from None
+                parsed = json_loads_checked(value or "{}")
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
             if not isinstance(parsed, dict):
                 raise serializers.ValidationError("must be a JSON object")
             return parsed

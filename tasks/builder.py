@@ -32,6 +32,11 @@ Validation happens in full before anything is stored: every problem is collected
 manifest line it comes from (1-based; line 1 of a CSV is its header) and returned together.
 Only a bundle without problems is built, inside one transaction.
 
+Hostile values: every text value is checked against the column it goes to (its length),
+for NUL characters and for lone surrogates, which PostgreSQL refuses with a server error while
+SQLite stores them; JSON values (the settings, JSONL cells) also for depth, non-finite numbers
+and integers beyond 64 bits. Each is reported with its line and column.
+
 Zip safety: member names that are absolute, contain ``..`` or backslashes (zip-slip) are
 refused; so are bundles whose members would inflate beyond :data:`MAX_TOTAL_BYTES`, a single
 member beyond :data:`MAX_MEMBER_BYTES`, or with a compression ratio above
@@ -44,6 +49,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import posixpath
 import zipfile
 from dataclasses import dataclass, field
@@ -91,6 +97,78 @@ TASK_NEEDS = {
 }
 
 
+# Longest text each manifest column may hold: the database column it is stored in.
+COLUMN_MAX_LENGTH = {
+    "instance": Instance._meta.get_field("key").max_length,
+    "model": GenModel._meta.get_field("name").max_length,
+    "task_tag": Instance._meta.get_field("task_tag").max_length,
+    "subject_1_token": ConditionImage._meta.get_field("token").max_length,
+    "subject_2_token": ConditionImage._meta.get_field("token").max_length,
+}
+MAX_PATH_LENGTH = 1024  # image paths are only looked up in the zip, never stored; longer ones are noise
+MAX_JSON_DEPTH = 32  # settings and JSONL cells are flat; deeper nesting is an attack, not data
+BIGINT = 2**63 - 1
+
+
+def text_problem(value: str, *, max_length: int | None = None) -> str | None:
+    """Why ``value`` cannot be stored as text (PostgreSQL refuses NUL and lone surrogates), or None."""
+    if "\x00" in value:
+        return f"contains a NUL character (at position {value.index(chr(0)) + 1})"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"contains a lone surrogate (U+{ord(value[exc.start]):04X} at position {exc.start + 1}), not UTF-8 text"
+    if max_length is not None and len(value) > max_length:
+        return f"is {len(value):,} characters long; at most {max_length:,} fit"
+    return None
+
+
+def json_problem(value: Any, *, depth: int = 0) -> str | None:
+    """Why ``value`` (parsed JSON) cannot be stored in a JSON column, or None.
+
+    Refuses nesting deeper than :data:`MAX_JSON_DEPTH`, NaN and infinities (not JSON), integers
+    beyond 64 bits, and strings (keys too) that :func:`text_problem` refuses.
+    """
+    if depth > MAX_JSON_DEPTH:
+        return f"is nested more than {MAX_JSON_DEPTH} levels deep"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if -BIGINT - 1 <= value <= BIGINT else "holds an integer beyond the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"holds {value!r}, not a finite number"
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return f"holds text that {problem}" if problem else None
+    if isinstance(value, list):
+        return next((p for v in value if (p := json_problem(v, depth=depth + 1))), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = json_problem(key, depth=depth + 1) or json_problem(item, depth=depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"holds a {type(value).__name__}, not JSON"
+
+
+def json_loads_checked(text: str) -> Any:
+    """``json.loads`` that raises ValueError with a readable message for every hostile input:
+    syntax, nesting beyond the recursion limit, integers with more digits than Python converts,
+    and values :func:`json_problem` refuses."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not accepted: JSON nested too deeply") from None
+    except ValueError as exc:  # int(...) beyond sys.get_int_max_str_digits()
+        raise ValueError(f"not accepted: a number with too many digits ({str(exc).split(':')[0]})") from None
+    problem = json_problem(value)
+    if problem:
+        raise ValueError(f"not accepted: the JSON {problem}")
+    return value
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a bundle. ``line`` is the manifest line (None: the bundle itself)."""
@@ -104,7 +182,16 @@ class Problem:
         return f"{where}: {self.message}"
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "message": self.message}
+        """JSON-ready, with any NUL or lone surrogate echoed from the input escaped (the dict is stored)."""
+        return {"file": _storable(self.file), "line": self.line, "message": _storable(self.message)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Problem":
+        return cls(message=data.get("message", ""), line=data.get("line"), file=data.get("file", ""))
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class BundleInvalid(ValueError):
@@ -241,7 +328,13 @@ def _open_archive(upload: IO[bytes], problems: list[Problem]) -> tuple[zipfile.Z
                 )
             )
             continue
-        members[posixpath.normpath(info.filename)] = info
+        name = posixpath.normpath(info.filename)
+        if name in members:
+            # Which of the two the manifest means is anyone's guess (zipfile would take the last).
+            problems.append(Problem(f"the zip holds {name!r} twice ({members[name].filename!r} and "
+                                    f"{info.filename!r}); keep one", file=name))
+            continue
+        members[name] = info
     if total > MAX_TOTAL_BYTES:
         problems.append(Problem(f"the bundle inflates to {total:,} bytes; the limit is {MAX_TOTAL_BYTES:,}"))
         return None, {}
@@ -258,11 +351,32 @@ def _split_list(value: Any, *, line: int, column: str, problems: list[Problem], 
         if not all(isinstance(v, str) for v in value):
             problems.append(Problem(f"column {column!r}: every entry must be text", line, file))
             return []
-        return [v.strip() for v in value if v.strip()]
-    if isinstance(value, str):
-        return [part.strip() for part in value.split("|") if part.strip()]
-    problems.append(Problem(f"column {column!r}: expected text or a list, got {type(value).__name__}", line, file))
-    return []
+        entries = [v.strip() for v in value if v.strip()]
+    elif isinstance(value, str):
+        entries = [part.strip() for part in value.split("|") if part.strip()]
+    else:
+        problems.append(Problem(f"column {column!r}: expected text or a list, got {type(value).__name__}", line, file))
+        return []
+    for number, entry in enumerate(entries, start=1):
+        problem = text_problem(entry, max_length=MAX_PATH_LENGTH if column in SUBJECT_ROLES else None)
+        if problem:
+            problems.append(Problem(f"column {column!r}, entry {number}: {problem}", line, file))
+            return []
+    return entries
+
+
+def _cell_text(column: str, value: Any) -> tuple[str | None, str | None]:
+    """(text, None) for a cell that can be stored in its column, else (None, why not)."""
+    if value is None:
+        return "", None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None, f"expected text, got {type(value).__name__}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, f"expected text, got the number {value!r}"
+    text = str(value).strip()
+    limit = COLUMN_MAX_LENGTH.get(column, MAX_PATH_LENGTH if column in ("output", *SINGLE_IMAGE_ROLES) else None)
+    problem = text_problem(text, max_length=limit)
+    return (None, problem) if problem else (text, None)
 
 
 def _row_from_record(record: dict, line: int, file: str, problems: list[Problem]) -> ManifestRow | None:
@@ -273,15 +387,13 @@ def _row_from_record(record: dict, line: int, file: str, problems: list[Problem]
         )
     ok = True
     values: dict[str, str] = {}
-    for column in KNOWN_COLUMNS - {"sub_questions", *SUBJECT_ROLES}:
-        value = record.get(column, "")
-        if value is None:
-            value = ""
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            problems.append(Problem(f"column {column!r}: expected text, got {type(value).__name__}", line, file))
+    for column in sorted(KNOWN_COLUMNS - {"sub_questions", *SUBJECT_ROLES}):
+        text, problem = _cell_text(column, record.get(column, ""))
+        if problem:
+            problems.append(Problem(f"column {column!r}: {problem}", line, file))
             ok = False
             continue
-        values[column] = str(value).strip()
+        values[column] = text
     for column in REQUIRED_COLUMNS:
         if column in values and not values[column]:
             problems.append(Problem(f"column {column!r} is empty", line, file))
@@ -368,6 +480,12 @@ def _parse_jsonl(data: bytes, file: str, problems: list[Problem]) -> list[Manife
         except json.JSONDecodeError as exc:
             problems.append(Problem(f"not valid JSON: {exc.msg} (column {exc.colno})", number, file))
             continue
+        except RecursionError:
+            problems.append(Problem("not accepted: JSON nested too deeply", number, file))
+            continue
+        except ValueError as exc:  # int(...) beyond sys.get_int_max_str_digits()
+            problems.append(Problem(f"not accepted: a number with too many digits ({str(exc).split(':')[0]})", number, file))
+            continue
         if not isinstance(record, dict):
             problems.append(Problem("each line must be a JSON object", number, file))
             continue
@@ -387,6 +505,18 @@ def _parse_jsonl(data: bytes, file: str, problems: list[Problem]) -> list[Manife
 
 
 def _check_spec(spec: StudySpec, problems: list[Problem]) -> None:
+    # The form and the API check these too; the service is also called from code and commands.
+    for name in ("slug", "title", "task_type", "instructions", "completion_code", "completion_url"):
+        value = getattr(spec, name)
+        limit = Study._meta.get_field(name).max_length if name != "instructions" else None
+        problem = text_problem(value, max_length=limit) if isinstance(value, str) else "must be text"
+        if problem:
+            problems.append(Problem(f"{name} {problem}", file="study"))
+            return
+    problem = json_problem(spec.settings) if isinstance(spec.settings, dict) else "must be a JSON object"
+    if problem:
+        problems.append(Problem(f"settings: the JSON {problem}", file="study"))
+        return
     if not spec.slug or slugify(spec.slug) != spec.slug:
         problems.append(Problem(f"study slug {spec.slug!r} must be lowercase letters, digits and hyphens", file="study"))
     elif Study.objects.filter(slug=spec.slug).exists():

@@ -6,7 +6,6 @@ calls the REST API makes. Non-researchers get 403; a study you do not own is a 4
 
 from __future__ import annotations
 
-import json
 from functools import wraps
 
 import pandas as pd
@@ -26,7 +25,7 @@ from analysis.leaderboard import rank_agreement, rank_models
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
-from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
+from tasks.builder import BundleInvalid, StudySpec, json_loads_checked, study_build_from_bundle
 from tasks.models import Study
 from tasks.study_services import (
     StudyActionRefused,
@@ -69,9 +68,9 @@ class BundleForm(forms.Form):
 
     def clean_settings(self) -> dict:
         try:
-            value = json.loads(self.cleaned_data.get("settings") or "{}")
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg}") from None
+            value = json_loads_checked(self.cleaned_data.get("settings") or "{}")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc).capitalize()) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Settings must be a JSON object")
         return value
