@@ -15,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from analysis import dashboard, plots
@@ -25,8 +26,9 @@ from analysis.leaderboard import rank_agreement, rank_models
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
-from tasks.builder import BundleInvalid, StudySpec, json_loads_checked, study_build_from_bundle
-from tasks.models import Study
+from tasks.build_services import study_build_problems, study_build_start
+from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
+from tasks.models import Study, StudyBuild
 from tasks.study_services import (
     StudyActionRefused,
     study_clone,
@@ -78,21 +80,56 @@ class BundleForm(forms.Form):
 
 @researcher_required
 def study_new(request: HttpRequest) -> HttpResponse:
-    """Upload a bundle; every problem is listed with its line, or the draft study is created."""
-    problems = []
+    """Upload a bundle. The build runs in a job: in eager mode it is done when this continues
+    (the study's dashboard, or every problem with its line); with a worker, its progress page."""
+    problems, error = [], ""
     form = BundleForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
         bundle = fields.pop("bundle")
         try:
-            study = study_build_from_bundle(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+            build = study_build_start(upload=bundle, spec=StudySpec(**fields), owner=request.user)
         except BundleInvalid as exc:
             problems = exc.problems
         else:
-            messages.success(request, f"Created draft study {study.slug} with {study.items.count()} items.")
-            return redirect("research-study", slug=study.slug)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "research/study_new.html", {"form": form, "problems": problems}, status=status)
+            build.refresh_from_db()
+            if build.state == StudyBuild.State.DONE:
+                return _built(request, build)
+            if build.state != StudyBuild.State.FAILED:
+                return redirect("research-study-build", build_id=build.pk)
+            problems, error = study_build_problems(build), build.error
+    status = (500 if error else 400) if request.method == "POST" else 200
+    return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error},
+                  status=status)
+
+
+def _built(request: HttpRequest, build: StudyBuild) -> HttpResponse:
+    study = build.study
+    messages.success(request, f"Created draft study {study.slug} with {study.items.count()} items.")
+    return redirect("research-study", slug=study.slug)
+
+
+def _get_build_for_user(request: HttpRequest, build_id: int) -> StudyBuild:
+    """The build if this user started it (or is staff), else 404."""
+    builds = StudyBuild.objects.select_related("study")
+    return get_object_or_404(builds if request.user.is_staff else builds.filter(owner=request.user), pk=build_id)
+
+
+@researcher_required
+def study_build(request: HttpRequest, build_id: int) -> HttpResponse:
+    """A build's progress; htmx polls its progress block every 2 s while it runs (Refresh without
+    JavaScript). A finished build goes to its study; a failed one lists its problems."""
+    build = _get_build_for_user(request, build_id)
+    if build.state == StudyBuild.State.DONE and build.study is not None:
+        if request.htmx:
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = reverse("research-study", args=[build.study.slug])
+            return response
+        return _built(request, build)
+    context = {"build": build, "problems": study_build_problems(build)}
+    if request.htmx:
+        return render(request, "research/study_build.html#progress", context)
+    return render(request, "research/study_build.html", context)
 
 
 def _live_context(request: HttpRequest, study: Study) -> dict:

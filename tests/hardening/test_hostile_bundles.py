@@ -6,8 +6,9 @@ server error when they reach it: text longer than its column, NUL characters, lo
 (not UTF-8), numbers JSON cannot hold (NaN, beyond 64 bits) and JSON nested beyond Python's
 recursion limit. CI runs this file on PostgreSQL too.
 
-The tests are transactional: the build job is queued when the upload's row commits, so only a
-real commit runs it inside the request as the eager (default) configuration does.
+The build job is queued when the upload's row commits; the ``builds_run_at_once`` fixture runs it
+when queued, inside the test's transaction. One transactional test checks that a real commit
+runs it inside the request too, as the eager (default) configuration does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tasks.models import GenModel, Instance, Item, StoredImage, Study
 from tests.factories import make_user, png_bytes
 from tests.hardening.test_hostile_uploads import media_files
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def zipped(files: dict[str, bytes], *, duplicate: tuple[str, bytes] | None = None) -> io.BytesIO:
@@ -101,7 +102,7 @@ MANIFEST_CASES = {
 
 
 @pytest.fixture
-def researcher_client(client):
+def researcher_client(client, builds_run_at_once):
     researcher = make_user("uploader")
     researcher.user_permissions.add(Permission.objects.get(codename="add_study"))
     client.force_login(researcher)
@@ -200,3 +201,17 @@ def test_a_clean_bundle_with_long_but_allowed_values_builds(researcher_client):
                     settings='{"description_models": ["' + "M" * 100 + '"]}')
     assert response.status_code == 201, response.content[:500]
     assert Item.objects.get().gen_model.name == "M" * 100
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_the_fixture_a_real_commit_runs_the_build_within_the_request_and_answers_400():
+    from django.test import Client
+
+    researcher = make_user("committer")
+    researcher.user_permissions.add(Permission.objects.get(codename="add_study"))
+    client = Client()
+    client.force_login(researcher)
+    response = post(client, zipped({"manifest.jsonl": jsonl(row(model="M" * 101)), **images()}))
+    assert response.status_code == 400
+    assert response.json()["problems"][0]["line"] == 1 and "'model'" in response.json()["problems"][0]["message"]
+    assert_nothing_stored()
