@@ -16,7 +16,7 @@ import uuid
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tasks.builder import BundleInvalid, Problem, StudySpec, check_spec, study_build_from_bundle
@@ -77,7 +77,8 @@ def study_build_run(*, build_id: int, task_id: str = "") -> StudyBuild | None:
 
     def created(study: Study) -> None:  # inside the study's transaction: both commit or neither
         StudyBuild.objects.filter(pk=build_id).update(
-            state=StudyBuild.State.DONE, stage=StudyBuild.Stage.FINISHED, study=study, finished_at=timezone.now())
+            state=StudyBuild.State.DONE, stage=StudyBuild.Stage.FINISHED, study=study, done=F("total"),
+            finished_at=timezone.now())
 
     try:
         with build.upload.open("rb") as upload:
