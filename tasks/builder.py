@@ -192,7 +192,11 @@ class Problem:
         return cls(message=data.get("message", ""), line=data.get("line"), file=data.get("file", ""))
 
 
+MAX_MESSAGE_LENGTH = 1000  # a message quoting two 100 KB prompts, 200 times, would be 40 MB of JSON
+
+
 def _storable(text: str) -> str:
+    text = text if len(text) <= MAX_MESSAGE_LENGTH else text[:MAX_MESSAGE_LENGTH - 1] + "…"
     return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 

@@ -15,7 +15,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from analysis import dashboard, plots
@@ -121,11 +120,10 @@ def study_build(request: HttpRequest, build_id: int) -> HttpResponse:
     JavaScript). A finished build goes to its study; a failed one lists its problems."""
     build = _get_build_for_user(request, build_id)
     if build.state == StudyBuild.State.DONE and build.study is not None:
-        if request.htmx:
-            response = HttpResponse(status=204)
-            response["HX-Redirect"] = reverse("research-study", args=[build.study.slug])
-            return response
-        return _built(request, build)
+        response = _built(request, build)
+        if request.htmx:  # a redirect would be followed by the poll and swapped into the block
+            response = HttpResponse(status=204, headers={"HX-Redirect": response["Location"]})
+        return response
     context = {"build": build, "problems": study_build_problems(build)}
     if request.htmx:
         return render(request, "research/study_build.html#progress", context)

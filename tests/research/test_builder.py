@@ -160,3 +160,11 @@ def test_a_build_cut_short_while_storing_images_leaves_neither_rows_nor_files(mo
         study_build_from_bundle(upload=text_to_image_bundle(), spec=_spec())
     assert StoredImage.objects.count() == 0 and Study.objects.count() == 0
     assert [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()] == []
+
+
+def test_problems_as_stored_escape_nul_and_surrogates_and_stay_short():
+    from tasks.builder import Problem
+
+    stored = Problem("prompt differs ('" + "x" * 5000 + "')", 3, "manifest\x00.jsonl\ud800").as_dict()
+    assert stored["file"] == "manifest\\x00.jsonl\\ud800"
+    assert len(stored["message"]) == 1000 and stored["message"].endswith("…")
