@@ -47,6 +47,7 @@ more than announced. Images are decoded with Pillow (tasks.images.inspect_image)
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -62,7 +63,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from tasks import protocols
-from tasks.images import ImageRejected, images_discard, inspect_image, store_image
+from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")
@@ -737,19 +738,35 @@ def study_build_from_bundle(
     return study
 
 
+# Images stored per round of statements: at most this many, or this many bytes, held in memory.
+STORE_CHUNK = 200
+STORE_CHUNK_BYTES = 64 * 1024 * 1024
+
+
 def _store_images(plan: BundlePlan, *, folder: str, progress: Progress) -> dict[str, StoredImage]:
-    """Each image of the plan stored once (each its own small commit, so progress shows)."""
+    """Each image of the plan stored once, a chunk at a time (each chunk commits, so progress shows)."""
     paths = list(dict.fromkeys(
         path for planned in plan.instances
         for path in [*(p for paths in planned.images.values() for p in paths), *(p for _, p in planned.outputs)]
     ))
     stored: dict[str, StoredImage] = {}
-    for done, path in enumerate(paths):
-        progress("storing", done, len(paths))
-        inspected = (plan.image_formats[path], *plan.image_sizes[path]) if path in plan.image_formats else None
-        stored[path] = store_image(_read_member(plan.archive, plan.members[path]), name=path, folder=folder,
-                                   inspected=inspected)
-    progress("storing", len(paths), len(paths))
+    chunk: dict[str, bytes] = {}
+
+    def flush() -> None:
+        rows = images_store_many([(data, path, (plan.image_formats[path], *plan.image_sizes[path]))
+                                  for path, data in chunk.items()], folder=folder)
+        for path, data in chunk.items():
+            stored[path] = rows[hashlib.sha256(data).hexdigest()]
+        chunk.clear()
+        progress("storing", len(stored), len(paths))
+
+    progress("storing", 0, len(paths))
+    for path in paths:
+        chunk[path] = _read_member(plan.archive, plan.members[path])
+        if len(chunk) >= STORE_CHUNK or sum(map(len, chunk.values())) >= STORE_CHUNK_BYTES:
+            flush()
+    if chunk:
+        flush()
     return stored
 
 

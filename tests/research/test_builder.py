@@ -147,7 +147,7 @@ def test_a_build_cut_short_while_storing_images_leaves_neither_rows_nor_files(mo
 
     import tasks.builder
 
-    real_store, calls = tasks.builder.store_image, []
+    real_store, calls = tasks.builder.images_store_many, []
 
     def store_then_fail(*args, **kwargs):
         calls.append(1)
@@ -155,7 +155,8 @@ def test_a_build_cut_short_while_storing_images_leaves_neither_rows_nor_files(mo
             raise OSError("worker killed")
         return real_store(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.builder, "store_image", store_then_fail)
+    monkeypatch.setattr(tasks.builder, "STORE_CHUNK", 1)
+    monkeypatch.setattr(tasks.builder, "images_store_many", store_then_fail)
     with pytest.raises(OSError):
         study_build_from_bundle(upload=text_to_image_bundle(), spec=_spec())
     assert StoredImage.objects.count() == 0 and Study.objects.count() == 0

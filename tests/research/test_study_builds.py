@@ -124,15 +124,16 @@ def test_a_slug_already_being_built_is_refused_before_anything_is_stored(researc
 def test_the_job_writes_its_progress_where_the_page_reads_it(researcher, monkeypatch):
     build = _queued_build(owner=researcher)
     monkeypatch.setattr(build_services, "PROGRESS_SECONDS", 0)
+    monkeypatch.setattr(builder, "STORE_CHUNK", 1)
     seen = []
-    real_store = builder.store_image
+    real_store = builder.images_store_many
 
     def store_and_look(*args, **kwargs):
         row = StudyBuild.objects.get(pk=build.pk)  # what a page polling now would read
         seen.append((row.state, row.stage, row.done, row.total))
         return real_store(*args, **kwargs)
 
-    monkeypatch.setattr(builder, "store_image", store_and_look)
+    monkeypatch.setattr(builder, "images_store_many", store_and_look)
     study_build_job.delay(build.pk)
     assert seen == [("running", "storing", n, 4) for n in range(4)]
 
@@ -149,7 +150,7 @@ def test_a_build_that_fails_after_storing_images_leaves_no_row_and_no_file(resea
     the build's images and its upload."""
     kept = store_image(png_bytes(color=(1, 2, 3)))  # an image of the site, not of this build
     build = _queued_build(owner=researcher)
-    real_store, stored = builder.store_image, []
+    real_store, stored = builder.images_store_many, []
 
     def store_then_fail(*args, **kwargs):
         if len(stored) == 3:
@@ -157,7 +158,8 @@ def test_a_build_that_fails_after_storing_images_leaves_no_row_and_no_file(resea
         stored.append(real_store(*args, **kwargs))
         return stored[-1]
 
-    monkeypatch.setattr(builder, "store_image", store_then_fail)
+    monkeypatch.setattr(builder, "STORE_CHUNK", 1)
+    monkeypatch.setattr(builder, "images_store_many", store_then_fail)
     with pytest.raises(OSError):
         study_build_job.delay(build.pk)
     build.refresh_from_db()
