@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -23,11 +22,8 @@ from tasks.builder import BundleInvalid, Problem, StudySpec, check_spec, study_b
 from tasks.images import images_discard
 from tasks.models import Study, StudyBuild
 
-# A running build whose worker wrote no progress for this long is taken to be dead (killed, or
-# the machine went down): a redelivered job may claim it again. Progress is written at least
-# every PROGRESS_SECONDS while images are checked and stored.
-STALE_AFTER = timedelta(minutes=15)
-PROGRESS_SECONDS = 1.0
+STALE_AFTER = StudyBuild.STALE_AFTER
+PROGRESS_SECONDS = 1.0  # progress is written at most this often (and at each stage change)
 
 
 @transaction.atomic
@@ -36,8 +32,9 @@ def study_build_start(*, upload, spec: StudySpec, owner=None) -> StudyBuild:
     study fields are wrong or the slug is taken or already being built."""
     problems: list[Problem] = []
     check_spec(spec, problems)
-    if not problems and StudyBuild.objects.filter(slug=spec.slug, state__in=[StudyBuild.State.QUEUED,
-                                                                           StudyBuild.State.RUNNING]).exists():
+    under_way = Q(state=StudyBuild.State.QUEUED) | Q(state=StudyBuild.State.RUNNING,
+                                                     heartbeat_at__gte=timezone.now() - STALE_AFTER)
+    if not problems and StudyBuild.objects.filter(under_way, slug=spec.slug).exists():
         problems.append(Problem(f"a study with slug {spec.slug!r} is already being built", file="study"))
     if problems:
         raise BundleInvalid(problems)
@@ -58,7 +55,11 @@ def _queue(build: StudyBuild) -> None:
 def study_build_run(*, build_id: int, task_id: str = "") -> StudyBuild | None:
     """Do the build; None when there is nothing to claim (done, failed, or running elsewhere)."""
     now = timezone.now()
+    # Running: its worker died. Either its progress is stale, or this is the same task delivered
+    # again (acks_late redelivers a killed worker's task under its id at once, before it is stale).
     claimable = Q(state=StudyBuild.State.QUEUED) | Q(state=StudyBuild.State.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+    if task_id:
+        claimable |= Q(state=StudyBuild.State.RUNNING, task_id=task_id[:64])
     claimed = StudyBuild.objects.filter(claimable, pk=build_id).update(
         state=StudyBuild.State.RUNNING, stage=StudyBuild.Stage.CHECKING, done=0, total=0, started_at=now,
         heartbeat_at=now, task_id=task_id[:64],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
@@ -518,9 +518,18 @@ class StudyBuild(models.Model):
     def __str__(self) -> str:
         return f"build of {self.slug} ({self.state})"
 
+    # A running build whose worker wrote no progress for this long is taken to be dead (killed, or
+    # its machine went down): a job delivered again may claim it, and its slug is free again.
+    STALE_AFTER = timedelta(minutes=15)
+
     @property
     def is_active(self) -> bool:
         return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+    @property
+    def is_stale(self) -> bool:
+        return (self.state == self.State.RUNNING and self.heartbeat_at is not None
+                and self.heartbeat_at < timezone.now() - self.STALE_AFTER)
 
     @property
     def percent(self) -> int:

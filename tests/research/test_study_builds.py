@@ -218,3 +218,23 @@ def test_prune_images_finds_files_without_rows_once_they_are_older_than_the_grac
     call_command("prune_images", "--yes", stdout=StringIO())
     assert not old_orphan.exists() and not old_derived.exists() and not dead_upload.exists()
     assert fresh_orphan.exists() and (root / kept.file.name).exists() and (root / live.upload.name).exists()
+
+
+def test_the_killed_workers_own_task_delivered_again_claims_its_build_at_once(researcher):
+    build = _queued_build(owner=researcher)
+    StudyBuild.objects.filter(pk=build.pk).update(state="running", heartbeat_at=timezone.now(), task_id="task-1")
+    assert build_services.study_build_run(build_id=build.pk, task_id="task-2") is None  # another task: not ours
+    assert build_services.study_build_run(build_id=build.pk, task_id="task-1").state == "done"
+
+
+def test_a_build_whose_worker_died_long_ago_does_not_hold_its_slug(researcher):
+    build = _queued_build(owner=researcher)
+    StudyBuild.objects.filter(pk=build.pk).update(state="running", heartbeat_at=timezone.now() - timedelta(hours=2))
+    assert _queued_build(owner=researcher).slug == "queued-study"
+
+
+def test_the_page_of_a_build_whose_worker_stopped_says_so(client, researcher):
+    build = _queued_build(owner=researcher)
+    StudyBuild.objects.filter(pk=build.pk).update(state="running", heartbeat_at=timezone.now() - timedelta(hours=2))
+    client.force_login(researcher)
+    assert "its worker has stopped" in client.get(reverse("research-study-build", args=[build.pk])).content.decode()
