@@ -215,3 +215,9 @@ def test_without_the_fixture_a_real_commit_runs_the_build_within_the_request_and
     assert response.status_code == 400
     assert response.json()["problems"][0]["line"] == 1 and "'model'" in response.json()["problems"][0]["message"]
     assert_nothing_stored()
+
+
+@pytest.mark.parametrize("url", ["/api/study-builds/{}/", "/research/new/{}/"])
+def test_a_build_id_beyond_bigint_or_of_nobody_is_a_404(researcher_client, url):
+    for build_id in ("9" * 40, "0", "2147483648"):
+        assert researcher_client.get(url.format(build_id)).status_code == 404
