@@ -9,6 +9,7 @@ from tasks import api as task_api
 urlpatterns = [
     path("studies/", task_api.StudyListCreate.as_view(), name="api-studies"),
     path("studies/<slug:slug>/", task_api.StudyDetail.as_view(), name="api-study"),
+    path("study-builds/<int:build_id>/", task_api.StudyBuildDetail.as_view(), name="api-study-build"),
     path("studies/<slug:slug>/publish/", task_api.StudyAction.as_view(action="publish"), name="api-study-publish"),
     path("studies/<slug:slug>/close/", task_api.StudyAction.as_view(action="close"), name="api-study-close"),
     path("studies/<slug:slug>/clone/", task_api.StudyAction.as_view(action="clone"), name="api-study-clone"),

@@ -7,8 +7,6 @@ study they do not own gets 404 (its existence is not revealed).
 
 from __future__ import annotations
 
-import json
-
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -20,8 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
-from tasks.models import Item, Rating, Study
+from tasks.build_services import study_build_start
+from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
+from tasks.models import Item, Rating, Study, StudyBuild
 from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
 
 
@@ -59,6 +58,31 @@ def _annotated(queryset):
     ).prefetch_related("owners")
 
 
+class StudyBuildOutput(serializers.ModelSerializer):
+    study = serializers.SlugRelatedField(read_only=True, slug_field="slug")
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = StudyBuild
+        fields = ["id", "url", "slug", "state", "stage", "done", "total", "problems", "error", "study",
+                  "created_at", "started_at", "finished_at"]
+
+    def get_url(self, build) -> str:
+        return reverse("api-study-build", args=[build.pk])
+
+
+class StudyBuildDetail(APIView):
+    """A study build started by ``POST /api/studies/``: its progress, then its study or its problems."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses=StudyBuildOutput)
+    def get(self, request: Request, build_id: int) -> Response:
+        builds = StudyBuild.objects.select_related("study")
+        build = get_object_or_404(builds if request.user.is_staff else builds.filter(owner=request.user), pk=build_id)
+        return Response(StudyBuildOutput(build).data)
+
+
 class StudyListCreate(APIView):
     """List the studies you may see; create a draft study from a zip bundle."""
 
@@ -78,9 +102,9 @@ class StudyListCreate(APIView):
 
         def validate_settings(self, value: str) -> dict:
             try:
-                parsed = json.loads(value or "{}")
-            except json.JSONDecodeError as exc:
-                raise serializers.ValidationError(f"not valid JSON: {exc.msg}") from None
+                parsed = json_loads_checked(value or "{}")
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
             if not isinstance(parsed, dict):
                 raise serializers.ValidationError("must be a JSON object")
             return parsed
@@ -92,17 +116,24 @@ class StudyListCreate(APIView):
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(StudyOutput(page, many=True).data)
 
-    @extend_schema(request=Input, responses={201: StudyOutput})
+    @extend_schema(request=Input, responses={201: StudyOutput, 202: StudyBuildOutput, 400: StudyBuildOutput})
     def post(self, request: Request) -> Response:
+        """The build runs in a job. In eager mode it has finished when this continues: 201 with the
+        study, or 400 with every problem. With a worker: 202 and the build to poll (Location)."""
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
         bundle = fields.pop("bundle")
         try:
-            study = study_build_from_bundle(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+            build = study_build_start(upload=bundle, spec=StudySpec(**fields), owner=request.user)
         except BundleInvalid as exc:
             return Response({"problems": [p.as_dict() for p in exc.problems]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data, status=201)
+        build.refresh_from_db()
+        if build.state == StudyBuild.State.DONE:
+            return Response(StudyOutput(_annotated(Study.objects.filter(pk=build.study_id)).get()).data, status=201)
+        code = {StudyBuild.State.FAILED: 500 if build.error else 400}.get(build.state, status.HTTP_202_ACCEPTED)
+        return Response(StudyBuildOutput(build, context={"request": request}).data, status=code,
+                        headers={"Location": reverse("api-study-build", args=[build.pk])})
 
 
 class StudyDetail(APIView):

@@ -32,6 +32,11 @@ Validation happens in full before anything is stored: every problem is collected
 manifest line it comes from (1-based; line 1 of a CSV is its header) and returned together.
 Only a bundle without problems is built, inside one transaction.
 
+Hostile values: every text value is checked against the column it goes to (its length),
+for NUL characters and for lone surrogates, which PostgreSQL refuses with a server error while
+SQLite stores them; JSON values (the settings, JSONL cells) also for depth, non-finite numbers
+and integers beyond 64 bits. Each is reported with its line and column.
+
 Zip safety: member names that are absolute, contain ``..`` or backslashes (zip-slip) are
 refused; so are bundles whose members would inflate beyond :data:`MAX_TOTAL_BYTES`, a single
 member beyond :data:`MAX_MEMBER_BYTES`, or with a compression ratio above
@@ -42,20 +47,24 @@ more than announced. Images are decoded with Pillow (tasks.images.inspect_image)
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
+import math
 import posixpath
+import uuid
 import zipfile
 from dataclasses import dataclass, field
 from itertools import combinations
+from collections.abc import Callable
 from typing import IO, Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from tasks import protocols
-from tasks.images import ImageRejected, inspect_image, store_image
-from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, Study
+from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
+from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")
 MAX_MEMBERS = 50_000
@@ -91,6 +100,78 @@ TASK_NEEDS = {
 }
 
 
+# Longest text each manifest column may hold: the database column it is stored in.
+COLUMN_MAX_LENGTH = {
+    "instance": Instance._meta.get_field("key").max_length,
+    "model": GenModel._meta.get_field("name").max_length,
+    "task_tag": Instance._meta.get_field("task_tag").max_length,
+    "subject_1_token": ConditionImage._meta.get_field("token").max_length,
+    "subject_2_token": ConditionImage._meta.get_field("token").max_length,
+}
+MAX_PATH_LENGTH = 1024  # image paths are only looked up in the zip, never stored; longer ones are noise
+MAX_JSON_DEPTH = 32  # settings and JSONL cells are flat; deeper nesting is an attack, not data
+BIGINT = 2**63 - 1
+
+
+def text_problem(value: str, *, max_length: int | None = None) -> str | None:
+    """Why ``value`` cannot be stored as text (PostgreSQL refuses NUL and lone surrogates), or None."""
+    if "\x00" in value:
+        return f"contains a NUL character (at position {value.index(chr(0)) + 1})"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"contains a lone surrogate (U+{ord(value[exc.start]):04X} at position {exc.start + 1}), not UTF-8 text"
+    if max_length is not None and len(value) > max_length:
+        return f"is {len(value):,} characters long; at most {max_length:,} fit"
+    return None
+
+
+def json_problem(value: Any, *, depth: int = 0) -> str | None:
+    """Why ``value`` (parsed JSON) cannot be stored in a JSON column, or None.
+
+    Refuses nesting deeper than :data:`MAX_JSON_DEPTH`, NaN and infinities (not JSON), integers
+    beyond 64 bits, and strings (keys too) that :func:`text_problem` refuses.
+    """
+    if depth > MAX_JSON_DEPTH:
+        return f"is nested more than {MAX_JSON_DEPTH} levels deep"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if -BIGINT - 1 <= value <= BIGINT else "holds an integer beyond the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"holds {value!r}, not a finite number"
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return f"holds text that {problem}" if problem else None
+    if isinstance(value, list):
+        return next((p for v in value if (p := json_problem(v, depth=depth + 1))), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = json_problem(key, depth=depth + 1) or json_problem(item, depth=depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"holds a {type(value).__name__}, not JSON"
+
+
+def json_loads_checked(text: str) -> Any:
+    """``json.loads`` that raises ValueError with a readable message for every hostile input:
+    syntax, nesting beyond the recursion limit, integers with more digits than Python converts,
+    and values :func:`json_problem` refuses."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not accepted: JSON nested too deeply") from None
+    except ValueError as exc:  # int(...) beyond sys.get_int_max_str_digits()
+        raise ValueError(f"not accepted: a number with too many digits ({str(exc).split(':')[0]})") from None
+    problem = json_problem(value)
+    if problem:
+        raise ValueError(f"not accepted: the JSON {problem}")
+    return value
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a bundle. ``line`` is the manifest line (None: the bundle itself)."""
@@ -104,7 +185,20 @@ class Problem:
         return f"{where}: {self.message}"
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "message": self.message}
+        """JSON-ready, with any NUL or lone surrogate echoed from the input escaped (the dict is stored)."""
+        return {"file": _storable(self.file), "line": self.line, "message": _storable(self.message)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Problem":
+        return cls(message=data.get("message", ""), line=data.get("line"), file=data.get("file", ""))
+
+
+MAX_MESSAGE_LENGTH = 1000  # a message quoting two 100 KB prompts, 200 times, would be 40 MB of JSON
+
+
+def _storable(text: str) -> str:
+    text = text if len(text) <= MAX_MESSAGE_LENGTH else text[:MAX_MESSAGE_LENGTH - 1] + "…"
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class BundleInvalid(ValueError):
@@ -171,6 +265,7 @@ class BundlePlan:
     image_sizes: dict[str, tuple[int, int]]
     archive: zipfile.ZipFile | None = field(default=None, repr=False)
     members: dict[str, zipfile.ZipInfo] = field(default_factory=dict, repr=False)
+    image_formats: dict[str, str] = field(default_factory=dict)
 
     @property
     def item_count(self) -> int:
@@ -241,7 +336,13 @@ def _open_archive(upload: IO[bytes], problems: list[Problem]) -> tuple[zipfile.Z
                 )
             )
             continue
-        members[posixpath.normpath(info.filename)] = info
+        name = posixpath.normpath(info.filename)
+        if name in members:
+            # Which of the two the manifest means is anyone's guess (zipfile would take the last).
+            problems.append(Problem(f"the zip holds {name!r} twice ({members[name].filename!r} and "
+                                    f"{info.filename!r}); keep one", file=name))
+            continue
+        members[name] = info
     if total > MAX_TOTAL_BYTES:
         problems.append(Problem(f"the bundle inflates to {total:,} bytes; the limit is {MAX_TOTAL_BYTES:,}"))
         return None, {}
@@ -258,11 +359,32 @@ def _split_list(value: Any, *, line: int, column: str, problems: list[Problem], 
         if not all(isinstance(v, str) for v in value):
             problems.append(Problem(f"column {column!r}: every entry must be text", line, file))
             return []
-        return [v.strip() for v in value if v.strip()]
-    if isinstance(value, str):
-        return [part.strip() for part in value.split("|") if part.strip()]
-    problems.append(Problem(f"column {column!r}: expected text or a list, got {type(value).__name__}", line, file))
-    return []
+        entries = [v.strip() for v in value if v.strip()]
+    elif isinstance(value, str):
+        entries = [part.strip() for part in value.split("|") if part.strip()]
+    else:
+        problems.append(Problem(f"column {column!r}: expected text or a list, got {type(value).__name__}", line, file))
+        return []
+    for number, entry in enumerate(entries, start=1):
+        problem = text_problem(entry, max_length=MAX_PATH_LENGTH if column in SUBJECT_ROLES else None)
+        if problem:
+            problems.append(Problem(f"column {column!r}, entry {number}: {problem}", line, file))
+            return []
+    return entries
+
+
+def _cell_text(column: str, value: Any) -> tuple[str | None, str | None]:
+    """(text, None) for a cell that can be stored in its column, else (None, why not)."""
+    if value is None:
+        return "", None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None, f"expected text, got {type(value).__name__}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, f"expected text, got the number {value!r}"
+    text = str(value).strip()
+    limit = COLUMN_MAX_LENGTH.get(column, MAX_PATH_LENGTH if column in ("output", *SINGLE_IMAGE_ROLES) else None)
+    problem = text_problem(text, max_length=limit)
+    return (None, problem) if problem else (text, None)
 
 
 def _row_from_record(record: dict, line: int, file: str, problems: list[Problem]) -> ManifestRow | None:
@@ -273,15 +395,13 @@ def _row_from_record(record: dict, line: int, file: str, problems: list[Problem]
         )
     ok = True
     values: dict[str, str] = {}
-    for column in KNOWN_COLUMNS - {"sub_questions", *SUBJECT_ROLES}:
-        value = record.get(column, "")
-        if value is None:
-            value = ""
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            problems.append(Problem(f"column {column!r}: expected text, got {type(value).__name__}", line, file))
+    for column in sorted(KNOWN_COLUMNS - {"sub_questions", *SUBJECT_ROLES}):
+        text, problem = _cell_text(column, record.get(column, ""))
+        if problem:
+            problems.append(Problem(f"column {column!r}: {problem}", line, file))
             ok = False
             continue
-        values[column] = str(value).strip()
+        values[column] = text
     for column in REQUIRED_COLUMNS:
         if column in values and not values[column]:
             problems.append(Problem(f"column {column!r} is empty", line, file))
@@ -368,6 +488,12 @@ def _parse_jsonl(data: bytes, file: str, problems: list[Problem]) -> list[Manife
         except json.JSONDecodeError as exc:
             problems.append(Problem(f"not valid JSON: {exc.msg} (column {exc.colno})", number, file))
             continue
+        except RecursionError:
+            problems.append(Problem("not accepted: JSON nested too deeply", number, file))
+            continue
+        except ValueError as exc:  # int(...) beyond sys.get_int_max_str_digits()
+            problems.append(Problem(f"not accepted: a number with too many digits ({str(exc).split(':')[0]})", number, file))
+            continue
         if not isinstance(record, dict):
             problems.append(Problem("each line must be a JSON object", number, file))
             continue
@@ -386,7 +512,19 @@ def _parse_jsonl(data: bytes, file: str, problems: list[Problem]) -> list[Manife
 # ------------------------------------------------------------------ plan
 
 
-def _check_spec(spec: StudySpec, problems: list[Problem]) -> None:
+def check_spec(spec: StudySpec, problems: list[Problem]) -> None:
+    # The form and the API check these too; the service is also called from code and commands.
+    for name in ("slug", "title", "task_type", "instructions", "completion_code", "completion_url"):
+        value = getattr(spec, name)
+        limit = Study._meta.get_field(name).max_length if name != "instructions" else None
+        problem = text_problem(value, max_length=limit) if isinstance(value, str) else "must be text"
+        if problem:
+            problems.append(Problem(f"{name} {problem}", file="study"))
+            return
+    problem = json_problem(spec.settings) if isinstance(spec.settings, dict) else "must be a JSON object"
+    if problem:
+        problems.append(Problem(f"settings: the JSON {problem}", file="study"))
+        return
     if not spec.slug or slugify(spec.slug) != spec.slug:
         problems.append(Problem(f"study slug {spec.slug!r} must be lowercase letters, digits and hyphens", file="study"))
     elif Study.objects.filter(slug=spec.slug).exists():
@@ -445,10 +583,19 @@ def _merge_instance(planned: PlannedInstance, row: ManifestRow, file: str, probl
         planned.tokens.setdefault(role, token)
 
 
-def validate_bundle(upload: IO[bytes], spec: StudySpec) -> BundlePlan:
+# progress(stage, done, total): stage is "checking" or "storing" (done of total images), then
+# "creating" (total items, in one transaction).
+Progress = Callable[[str, int, int], None]
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def validate_bundle(upload: IO[bytes], spec: StudySpec, *, progress: Progress = _no_progress) -> BundlePlan:
     """Check a bundle completely; return the plan or raise :class:`BundleInvalid` with every problem."""
     problems: list[Problem] = []
-    _check_spec(spec, problems)
+    check_spec(spec, problems)
     archive, members = _open_archive(upload, problems)
     if archive is None:
         raise BundleInvalid(problems)
@@ -492,13 +639,15 @@ def validate_bundle(upload: IO[bytes], spec: StudySpec) -> BundlePlan:
 
     # Every named file exists and is an image we accept.
     sizes: dict[str, tuple[int, int]] = {}
-    for path, line in wanted_images.items():
+    formats: dict[str, str] = {}
+    for checked, (path, line) in enumerate(wanted_images.items()):
+        progress("checking", checked, len(wanted_images))
         if path == manifest or path not in members:
             problems.append(Problem(f"file {path!r} is not in the zip", line, manifest))
             continue
         try:
             data = _read_member(archive, members[path])
-            _fmt, width, height = inspect_image(data, name=path)
+            formats[path], width, height = inspect_image(data, name=path)
         except ImageRejected as exc:
             problems.append(Problem(str(exc), line, manifest))
             continue
@@ -547,26 +696,82 @@ def validate_bundle(upload: IO[bytes], spec: StudySpec) -> BundlePlan:
         raise BundleInvalid(problems)
     models = sorted({model for planned in instances.values() for model, _ in planned.outputs})
     return BundlePlan(
-        spec=spec, instances=list(instances.values()), models=models, image_sizes=sizes, archive=archive, members=members
+        spec=spec, instances=list(instances.values()), models=models, image_sizes=sizes, archive=archive, members=members,
+        image_formats=formats,
     )
 
 
-@transaction.atomic
-def study_build_from_bundle(*, upload: IO[bytes], spec: StudySpec, owner=None) -> Study:
-    """Validate the bundle, then create the draft study with all its content in one transaction.
+def study_build_from_bundle(
+    *, upload: IO[bytes], spec: StudySpec, owner=None, progress: Progress = _no_progress, image_folder: str = "",
+    on_created: Callable[[Study], None] | None = None,
+) -> Study:
+    """Validate the bundle, store its images, then create the draft study with all its content in
+    one transaction. Large bundles go through a StudyBuild and its job (tasks.build_services), which
+    call this with a progress callback.
 
-    Raises :class:`BundleInvalid` (nothing stored) when anything is wrong. Images are
-    deduplicated by content hash across the bundle and the site.
+    Raises :class:`BundleInvalid` when anything is wrong: then no row is left, and no file either
+    (new images are written under ``image_folder`` of the images' upload path, a fresh one when
+    not given, and removed if the study cannot be created). Images are deduplicated by content
+    hash across the bundle and the site. ``on_created(study)`` runs inside the study's transaction.
     """
-    plan = validate_bundle(upload, spec)
-    archive, members = plan.archive, plan.members
-    stored: dict[str, Any] = {}
+    plan = validate_bundle(upload, spec, progress=progress)
+    image_folder = image_folder or f"upload-{uuid.uuid4().hex[:16]}"
+    try:
+        stored = _store_images(plan, folder=image_folder, progress=progress)
+        progress("creating", 0, plan.item_count)
+        with transaction.atomic():
+            study = _create_study(plan, stored, owner=owner)
+            if on_created is not None:
+                on_created(study)
+    except IntegrityError as exc:
+        # The checks ran before any write, so this is a race: another upload took the slug meanwhile.
+        images_discard(folder=image_folder)
+        taken = Study.objects.filter(slug=spec.slug).exists()
+        raise BundleInvalid([Problem(f"a study with slug {spec.slug!r} already exists" if taken
+                                     else f"the database refused the study ({str(exc).splitlines()[0]})",
+                                     file="study")]) from None
+    except BaseException:
+        images_discard(folder=image_folder)
+        raise
+    finally:
+        plan.archive.close()
+    return study
 
-    def image(path: str):
-        if path not in stored:
-            stored[path] = store_image(_read_member(archive, members[path]), name=path)
-        return stored[path]
 
+# Images stored per round of statements: at most this many, or this many bytes, held in memory.
+STORE_CHUNK = 200
+STORE_CHUNK_BYTES = 64 * 1024 * 1024
+
+
+def _store_images(plan: BundlePlan, *, folder: str, progress: Progress) -> dict[str, StoredImage]:
+    """Each image of the plan stored once, a chunk at a time (each chunk commits, so progress shows)."""
+    paths = list(dict.fromkeys(
+        path for planned in plan.instances
+        for path in [*(p for paths in planned.images.values() for p in paths), *(p for _, p in planned.outputs)]
+    ))
+    stored: dict[str, StoredImage] = {}
+    chunk: dict[str, bytes] = {}
+
+    def flush() -> None:
+        rows = images_store_many([(data, path, (plan.image_formats[path], *plan.image_sizes[path]))
+                                  for path, data in chunk.items()], folder=folder)
+        for path, data in chunk.items():
+            stored[path] = rows[hashlib.sha256(data).hexdigest()]
+        chunk.clear()
+        progress("storing", len(stored), len(paths))
+
+    progress("storing", 0, len(paths))
+    for path in paths:
+        chunk[path] = _read_member(plan.archive, plan.members[path])
+        if len(chunk) >= STORE_CHUNK or sum(map(len, chunk.values())) >= STORE_CHUNK_BYTES:
+            flush()
+    if chunk:
+        flush()
+    return stored
+
+
+def _create_study(plan: BundlePlan, stored: dict[str, StoredImage], *, owner) -> Study:
+    spec = plan.spec
     study = Study(
         slug=spec.slug,
         title=spec.title.strip(),
@@ -585,8 +790,9 @@ def study_build_from_bundle(*, upload: IO[bytes], spec: StudySpec, owner=None) -
     if owner is not None:
         study.owners.add(owner)
     gen_models = {name: GenModel.objects.create(study=study, name=name) for name in plan.models}
-    for position, planned in enumerate(plan.instances):
-        instance = Instance.objects.create(
+    # Bulk inserts: a 7,000-image bundle is a few statements, not 15,000 round trips.
+    instances = Instance.objects.bulk_create([
+        Instance(
             study=study,
             key=planned.key,
             prompt=planned.text.get("prompt", ""),
@@ -596,17 +802,26 @@ def study_build_from_bundle(*, upload: IO[bytes], spec: StudySpec, owner=None) -
             sub_questions=planned.sub_questions,
             position=position,
         )
+        for position, planned in enumerate(plan.instances)
+    ], batch_size=1000)
+    conditions, items = [], []
+    for instance, planned in zip(instances, plan.instances):
         for role, paths in planned.images.items():
-            for index, path in enumerate(paths):
-                ConditionImage.objects.create(
-                    instance=instance, role=role, position=index, image=image(path), token=planned.tokens.get(role, "")
-                )
-        items = [
-            Item.objects.create(study=study, instance=instance, gen_model=gen_models[model], image=image(path))
-            for model, path in planned.outputs
-        ]
-        if spec.protocol == protocols.PAIRWISE:
-            for item_a, item_b in combinations(items, 2):
-                Comparison.objects.create(study=study, item_a=item_a, item_b=item_b)
-    archive.close()
+            conditions += [
+                ConditionImage(instance=instance, role=role, position=index, image=stored[path],
+                               token=planned.tokens.get(role, ""))
+                for index, path in enumerate(paths)
+            ]
+        items += [Item(study=study, instance=instance, gen_model=gen_models[model], image=stored[path])
+                  for model, path in planned.outputs]
+    ConditionImage.objects.bulk_create(conditions, batch_size=1000)
+    items = Item.objects.bulk_create(items, batch_size=1000)
+    if spec.protocol == protocols.PAIRWISE:
+        by_instance: dict[int, list[Item]] = {}
+        for item in items:
+            by_instance.setdefault(item.instance_id, []).append(item)
+        Comparison.objects.bulk_create([
+            Comparison(study=study, item_a=item_a, item_b=item_b)
+            for outputs in by_instance.values() for item_a, item_b in combinations(outputs, 2)
+        ], batch_size=1000)
     return study

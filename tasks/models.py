@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
@@ -467,3 +467,76 @@ class ComparisonGold(models.Model):
 
     def __str__(self) -> str:
         return f"gold {self.preference} for {self.comparison}"
+
+
+class StudyBuild(models.Model):
+    """A bundle upload being turned into a draft study by a background job (tasks.jobs.study_build_job).
+
+    The upload is stored first, so a build of thousands of images never runs inside the request;
+    the job checks it, stores its images, then creates the study in one transaction. ``done`` of
+    ``total`` counts images in the current ``stage``. ``problems`` (a failed build) are
+    ``{"file", "line", "message"}`` dicts as tasks.builder.Problem.as_dict gives them. The
+    uploaded zip is deleted when the build ends, whatever the outcome.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Stage(models.TextChoices):
+        WAITING = "waiting", "Waiting for a worker"
+        CHECKING = "checking", "Checking images"
+        STORING = "storing", "Storing images"
+        CREATING = "creating", "Creating the study"
+        FINISHED = "finished", "Finished"
+
+    owner = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="study_builds")
+    slug = models.SlugField(max_length=100, help_text="Slug of the study to create")
+    spec = models.JSONField(default=dict, help_text="The study fields (tasks.builder.StudySpec) next to the bundle")
+    upload = models.FileField(upload_to="builds/", blank=True, help_text="The zip; deleted when the build ends")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.WAITING)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    problems = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, help_text="An unexpected failure (not a problem of the bundle)")
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress write by a worker")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["slug"], condition=models.Q(state__in=["queued", "running"]),
+                                name="studybuild_active_slug")]
+
+    def __str__(self) -> str:
+        return f"build of {self.slug} ({self.state})"
+
+    # A running build whose worker wrote no progress for this long is taken to be dead (killed, or
+    # its machine went down): a job delivered again may claim it, and its slug is free again.
+    STALE_AFTER = timedelta(minutes=15)
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+    @property
+    def is_stale(self) -> bool:
+        return (self.state == self.State.RUNNING and self.heartbeat_at is not None
+                and self.heartbeat_at < timezone.now() - self.STALE_AFTER)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def image_folder(self) -> str:
+        """Folder (under the images' upload path) of the image files this build writes: removed
+        on failure, and found by prune_images if a killed worker left it behind."""
+        return f"build-{self.pk}"

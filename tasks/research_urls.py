@@ -6,6 +6,7 @@ from tasks import research_views as views
 
 urlpatterns = [
     path("new/", views.study_new, name="research-study-new"),
+    path("new/<int:build_id>/", views.study_build, name="research-study-build"),
     path("<slug:slug>/", views.study_dashboard, name="research-study"),
     path("<slug:slug>/leaderboard/", views.study_leaderboard, name="research-leaderboard"),
     path("<slug:slug>/plots/<str:name>.svg", views.study_plot, name="research-plot"),

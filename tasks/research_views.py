@@ -6,7 +6,6 @@ calls the REST API makes. Non-researchers get 403; a study you do not own is a 4
 
 from __future__ import annotations
 
-import json
 from functools import wraps
 
 import pandas as pd
@@ -26,8 +25,9 @@ from analysis.leaderboard import rank_agreement, rank_models
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
-from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
-from tasks.models import Study
+from tasks.build_services import study_build_problems, study_build_start
+from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
+from tasks.models import Study, StudyBuild
 from tasks.study_services import (
     StudyActionRefused,
     study_clone,
@@ -76,9 +76,9 @@ class BundleForm(forms.Form):
 
     def clean_settings(self) -> dict:
         try:
-            value = json.loads(self.cleaned_data.get("settings") or "{}")
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg}") from None
+            value = json_loads_checked(self.cleaned_data.get("settings") or "{}")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc).capitalize()) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Settings must be a JSON object")
         return value
@@ -86,21 +86,55 @@ class BundleForm(forms.Form):
 
 @researcher_required
 def study_new(request: HttpRequest) -> HttpResponse:
-    """Upload a bundle; every problem is listed with its line, or the draft study is created."""
-    problems = []
+    """Upload a bundle. The build runs in a job: in eager mode it is done when this continues
+    (the study's dashboard, or every problem with its line); with a worker, its progress page."""
+    problems, error = [], ""
     form = BundleForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
         bundle = fields.pop("bundle")
         try:
-            study = study_build_from_bundle(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+            build = study_build_start(upload=bundle, spec=StudySpec(**fields), owner=request.user)
         except BundleInvalid as exc:
             problems = exc.problems
         else:
-            messages.success(request, f"Created draft study {study.slug} with {study.items.count()} items.")
-            return redirect("research-study", slug=study.slug)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "research/study_new.html", {"form": form, "problems": problems}, status=status)
+            build.refresh_from_db()
+            if build.state == StudyBuild.State.DONE:
+                return _built(request, build)
+            if build.state != StudyBuild.State.FAILED:
+                return redirect("research-study-build", build_id=build.pk)
+            problems, error = study_build_problems(build), build.error
+    status = (500 if error else 400) if request.method == "POST" else 200
+    return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error},
+                  status=status)
+
+
+def _built(request: HttpRequest, build: StudyBuild) -> HttpResponse:
+    study = build.study
+    messages.success(request, f"Created draft study {study.slug} with {study.items.count()} items.")
+    return redirect("research-study", slug=study.slug)
+
+
+def _get_build_for_user(request: HttpRequest, build_id: int) -> StudyBuild:
+    """The build if this user started it (or is staff), else 404."""
+    builds = StudyBuild.objects.select_related("study")
+    return get_object_or_404(builds if request.user.is_staff else builds.filter(owner=request.user), pk=build_id)
+
+
+@researcher_required
+def study_build(request: HttpRequest, build_id: int) -> HttpResponse:
+    """A build's progress; htmx polls its progress block every 2 s while it runs (Refresh without
+    JavaScript). A finished build goes to its study; a failed one lists its problems."""
+    build = _get_build_for_user(request, build_id)
+    if build.state == StudyBuild.State.DONE and build.study is not None:
+        response = _built(request, build)
+        if request.htmx:  # a redirect would be followed by the poll and swapped into the block
+            response = HttpResponse(status=204, headers={"HX-Redirect": response["Location"]})
+        return response
+    context = {"build": build, "problems": study_build_problems(build)}
+    if request.htmx:
+        return render(request, "research/study_build.html#progress", context)
+    return render(request, "research/study_build.html", context)
 
 
 def _live_context(request: HttpRequest, study: Study) -> dict:

@@ -32,6 +32,18 @@ def chromium_path() -> str | None:
     return path if shutil.which(path) or Path(path).exists() else None
 
 
+@pytest.fixture
+def builds_run_at_once(monkeypatch):
+    """Study builds queue their job when the upload's row commits; a test inside one transaction
+    never commits, so its job would never run. This runs it (eager Celery) when it is queued, as
+    the eager default does right after the commit of an upload request. Tests of the commit
+    itself are transactional instead (tests/hardening/test_hostile_bundles.py)."""
+    from tasks import build_services
+    from tasks.jobs import study_build_job
+
+    monkeypatch.setattr(build_services, "_queue", lambda build: study_build_job.delay(build.pk))
+
+
 # --- browser fixtures: Debian chromium driven by Playwright against pytest-django's live server ---
 # ``browser_page`` is a fresh page (1366×800, a laptop) whose relative URLs resolve against the
 # live server; ``screenshot(page, name)`` saves ``artifacts/screenshots/<name>.png`` (git-ignored).

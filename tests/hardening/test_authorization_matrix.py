@@ -27,7 +27,7 @@ from django.utils import timezone
 from analysis.models import Judge, JudgeRun, JudgeScore
 from raters.models import Rater, RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
-from tasks.models import ComparisonGold, GoldAnswer, Item, Participation, Rating, Study
+from tasks.models import ComparisonGold, GoldAnswer, Item, Participation, Rating, Study, StudyBuild
 from tasks.services import rating_submit
 from tests.factories import make_comparison, make_gold, make_item, make_rater, make_study, make_user
 
@@ -59,6 +59,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
+    (r"^(research/new|api/study-builds)/<int:build_id>/$", "owner"),  # a study build: who uploaded it
     (r"^research/<slug:slug>/", "owner"),
 ]
 REFUSED = {302, 401, 403, 404, 405}  # 302 only to the login page or the study's start link (checked below)
@@ -126,8 +127,10 @@ def world(db):
     run = JudgeRun.objects.create(judge=judge, study=study, total=4, config_hash="x")
     foreign = {name: _foreign_objects(name, owner=owner if name == "own-other" else outsider)
                for name in ("others-study", "own-other")}
+    build = StudyBuild.objects.create(owner=owner, slug="matrix-c", state=StudyBuild.State.FAILED,
+                                      problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     params = {
-        "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
+        "build_id": build.pk, "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
     }
     personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,

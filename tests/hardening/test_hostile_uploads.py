@@ -19,7 +19,7 @@ from django.conf import settings
 from tasks.models import Item, StoredImage, Study
 from tests.factories import make_study, make_user, png_bytes
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("builds_run_at_once")]
 
 
 def bundle(files: dict[str, bytes]) -> io.BytesIO:

@@ -140,3 +140,32 @@ def test_the_same_image_used_twice_is_stored_once():
     bundle = make_bundle({"x.png": image, "y.png": image, "manifest.csv": csv_manifest(rows)})
     study = study_build_from_bundle(upload=bundle, spec=_spec())
     assert study.items.count() == 2 and StoredImage.objects.count() == 1
+
+
+def test_a_build_cut_short_while_storing_images_leaves_neither_rows_nor_files(monkeypatch, settings):
+    from pathlib import Path
+
+    import tasks.builder
+
+    real_store, calls = tasks.builder.images_store_many, []
+
+    def store_then_fail(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("worker killed")
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(tasks.builder, "STORE_CHUNK", 1)
+    monkeypatch.setattr(tasks.builder, "images_store_many", store_then_fail)
+    with pytest.raises(OSError):
+        study_build_from_bundle(upload=text_to_image_bundle(), spec=_spec())
+    assert StoredImage.objects.count() == 0 and Study.objects.count() == 0
+    assert [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()] == []
+
+
+def test_problems_as_stored_escape_nul_and_surrogates_and_stay_short():
+    from tasks.builder import Problem
+
+    stored = Problem("prompt differs ('" + "x" * 5000 + "')", 3, "manifest\x00.jsonl\ud800").as_dict()
+    assert stored["file"] == "manifest\\x00.jsonl\\ud800"
+    assert len(stored["message"]) == 1000 and stored["message"].endswith("…")

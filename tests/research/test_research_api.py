@@ -11,7 +11,7 @@ from tasks.services import rating_submit
 from tests.factories import make_item, make_rater, make_study, make_user
 from tests.research.bundles import text_to_image_bundle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("builds_run_at_once")]
 
 
 @pytest.fixture

@@ -102,3 +102,38 @@ def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live
     page.goto("/research/t2i-live/leaderboard/")
     _shot(page, "research-leaderboard")
     assert page.locator("table.leaderboard tbody tr").count() == 2
+
+
+def test_a_large_build_shows_its_progress_follows_it_to_the_study_and_a_failed_one_lists_its_problems(page):
+    """The build runs in a worker: its page polls its progress block, goes to the study once the
+    build is done, and a failed build lists every problem with its line."""
+    from django.utils import timezone
+
+    from tasks.models import StudyBuild
+
+    researcher = make_user("researcher")
+    researcher.user_permissions.add(Permission.objects.get(codename="add_study"))
+    build = StudyBuild.objects.create(owner=researcher, slug="big-t2i", state="running", stage="storing",
+                                      done=2_345, total=7_000, heartbeat_at=timezone.now())
+    _login(page, "researcher")
+    page.goto(f"/research/new/{build.pk}/")
+    assert "Storing images: 2345 of 7000" in page.inner_text("#build-progress")
+    assert page.get_attribute("#build-progress [role=progressbar]", "aria-valuenow") == "33"
+    _shot(page, "research-build-progress")
+
+    study = _imagenhub_study_with_votes(slug="big-t2i", title="Big text-to-image")
+    study.owners.add(researcher)
+    StudyBuild.objects.filter(pk=build.pk).update(state="done", stage="finished", done=7_000, study=study)
+    page.wait_for_url("**/research/big-t2i/")  # the next poll leads to the study
+    assert "Created draft study big-t2i" in page.inner_text("main")
+
+    failed = StudyBuild.objects.create(owner=researcher, slug="broken-t2i", state="failed", stage="finished", problems=[
+        {"file": "manifest.jsonl", "line": 2, "message": "column 'model': is 140 characters long; at most 100 fit"},
+        {"file": "manifest.jsonl", "line": 5, "message": "column 'prompt': contains a NUL character (at position 7)"},
+        {"file": "outputs/a.png", "line": None, "message": "the zip holds 'outputs/a.png' twice"},
+    ])
+    page.goto(f"/research/new/{failed.pk}/")
+    text = page.inner_text("#problems")
+    assert "3 problems: nothing was created" in text and "at most 100 fit" in text and "NUL character" in text
+    assert page.get_attribute("#build-progress", "hx-get") is None
+    _shot(page, "research-build-problems")

@@ -9,7 +9,7 @@ from tests.factories import make_comparison, make_rater, make_study, make_user
 from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
 from tests.research.test_exports import _imagenhub_study_with_votes
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("builds_run_at_once")]
 
 
 @pytest.fixture

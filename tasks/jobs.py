@@ -1,0 +1,29 @@
+"""Celery jobs of the tasks app. They take ids, are idempotent and have time limits.
+
+``study_build_job`` may be delivered twice (acks_late after a worker was killed):
+:func:`tasks.build_services.study_build_run` claims the build with a conditional UPDATE, so a
+build runs once; a build whose worker died is claimed again once its progress is stale.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from tasks import build_services
+
+# Checking and storing 7,000 images takes about a minute; the limit is for a stuck worker.
+SOFT_LIMIT_SECONDS = 30 * 60
+HARD_LIMIT_SECONDS = SOFT_LIMIT_SECONDS + 60
+
+
+@shared_task(bind=True, acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
+def study_build_job(self, build_id: int) -> dict | None:
+    try:
+        build = build_services.study_build_run(build_id=build_id, task_id=self.request.id or "")
+    except SoftTimeLimitExceeded:
+        build_services.study_build_fail(build_id=build_id, error="stopped at the time limit; upload the bundle again")
+        return None
+    if build is None:
+        return None
+    return {"build": build.pk, "state": build.state, "study": build.study_id}
