@@ -16,8 +16,13 @@ carries the report's model-level numbers, into one zip produced chunk by chunk
 (:func:`iter_export_zip`): the per-vote table is written from the database in chunks, only the
 numbers (rater, item, scores) of the whole study are held as a vectorised frame.
 
-CSV cells holding text that starts with ``= + - @`` (or tab / carriage return) are prefixed with a
-single quote so spreadsheet programs do not run them as formulas; numbers are written as numbers.
+Every file a spreadsheet may open is made inert (OWASP "CSV injection"): CSV and TSV text cells
+that start with ``= + - @`` (or tab / carriage return) are prefixed with a single quote, numbers
+are written as numbers (a negative score stays a number); NUL is dropped from CSV and TSV text,
+a carriage return in CSV text becomes a (quoted) line feed, and TSV text has its tabs and line
+breaks turned into spaces (the layout has no quoting, so they would split cells and rows). The xlsx sheets store every text cell as a string, never a formula,
+with Excel's quote prefix on the ones that would look like one. JSONL and Parquet are typed
+formats that no spreadsheet evaluates: they hold the text exactly.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from openpyxl import Workbook
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from scipy import stats
 
 from analysis.screening import screen_observers
@@ -83,6 +90,26 @@ def escape_cell(value):
     return value
 
 
+def _csv_text(value: str) -> str:
+    # The csv module quotes commas, quotes and "\n" itself, but (Python 3.11) not a lone "\r",
+    # which readers take as the end of the row: line breaks become "\n". NUL is dropped: several
+    # readers refuse it or cut the cell there.
+    return escape_cell(value.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def _tsv_text(value) -> str:
+    """A text cell of the ImagenHub layout: one line, no tab, inert in spreadsheets.
+
+    The layout has no quoting, so tab / CR / LF become spaces and NUL goes; a leading double quote
+    gets the ``'`` prefix too, as pandas (our importer's reader) would take it as a quoted cell.
+    """
+    text = str(value).replace("\x00", "")
+    for character in "\t\r\n":
+        text = text.replace(character, " ")
+    text = escape_cell(text)
+    return "'" + text if text.startswith('"') else text
+
+
 def _csv_value(value):
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -94,14 +121,14 @@ def _csv_value(value):
         return "true" if value else "false"
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
-    return escape_cell(str(value))
+    return _csv_text(str(value))
 
 
 def iter_csv(frame: pd.DataFrame, *, chunk_rows: int = CSV_CHUNK_ROWS) -> Iterator[bytes]:
     """CSV bytes in chunks, header first, every text cell escaped."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([escape_cell(str(c)) for c in frame.columns])
+    writer.writerow([_csv_text(str(c)) for c in frame.columns])
     for start in range(0, len(frame), chunk_rows):
         for row in frame.iloc[start : start + chunk_rows].itertuples(index=False, name=None):
             writer.writerow([_csv_value(v) for v in row])
@@ -279,16 +306,45 @@ def imagenhub_tsvs(votes: pd.DataFrame, *, folder: str) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for number, (rater, group) in enumerate(sorted(votes.groupby("rater"), key=lambda kv: str(kv[0])), start=1):
         cells = group.drop_duplicates(["instance", "model"]).set_index(["instance", "model"])
-        lines = ["\t".join(["uid", *models])]
+        lines = ["\t".join(["uid", *(_tsv_text(m) for m in models)])]
         for uid in sorted(group["instance"].unique(), key=str):
             if not all((uid, m) in cells.index for m in models):
                 continue
-            row = [str(uid)] + [
+            row = [_tsv_text(uid)] + [
                 f"[{_cell(cells.loc[(uid, m), 'SC'])}, {_cell(cells.loc[(uid, m), 'PQ'])}]" for m in models
             ]
             lines.append("\t".join(row))
         files[f"{folder}/{folder}_rater{number}.tsv"] = ("\n".join(lines) + "\n").encode()
     return files
+
+
+def xlsx_bytes(frame: pd.DataFrame) -> bytes:
+    """One sheet: header row, then the frame's rows; text always a string cell, never a formula.
+
+    openpyxl (and so ``DataFrame.to_excel``) turns any text starting with ``=`` into a formula;
+    here the type is set back to string, Excel's quote prefix keeps it text when the cell is
+    edited, and the control characters the file format cannot hold are dropped. Empty / NaN
+    cells stay empty; numbers stay numbers.
+    """
+    book = Workbook()
+    sheet = book.active
+    for row_number, row in enumerate([list(frame.columns), *frame.itertuples(index=False, name=None)], start=1):
+        for column_number, value in enumerate(row, start=1):
+            value = _json_value(value)
+            if value is None:
+                continue
+            cell = sheet.cell(row=row_number, column=column_number)
+            if isinstance(value, (bool, int, float)):
+                cell.value = value
+                continue
+            text = ILLEGAL_CHARACTERS_RE.sub("", str(value))
+            cell.value = text
+            cell.data_type = "s"
+            if text.startswith(FORMULA_PREFIXES):
+                cell.quotePrefix = True
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
 
 
 def evalmi_sheets(items: pd.DataFrame, votes: pd.DataFrame, data: ExportInput) -> dict[str, bytes]:
@@ -325,19 +381,14 @@ def evalmi_sheets(items: pd.DataFrame, votes: pd.DataFrame, data: ExportInput) -
     for index, key in enumerate(sub_keys, start=1):
         if key in majority:
             sheet[f"YN_{index}"] = majority[key]
-    files = {}
-    buffer = io.BytesIO()
-    sheet.to_excel(buffer, index=False, engine="openpyxl")
-    files["evalmi/AIGI_MOS_yn.xlsx"] = buffer.getvalue()
+    files = {"evalmi/AIGI_MOS_yn.xlsx": xlsx_bytes(sheet)}
     if data.instances is not None and len(data.instances):
         questions = pd.DataFrame({"key": data.instances["key"], "prompt": data.instances["prompt"], "question_1": data.instances["question"]})
         for k in range(4):
             questions[f"question_{k + 2}"] = [
                 (subs[k] if isinstance(subs, list) and len(subs) > k else "") for subs in data.instances["sub_questions"]
             ]
-        buffer = io.BytesIO()
-        questions.to_excel(buffer, index=False, engine="openpyxl")
-        files["evalmi/question.xlsx"] = buffer.getvalue()
+        files["evalmi/question.xlsx"] = xlsx_bytes(questions)
     return files
 
 
@@ -520,8 +571,12 @@ Study settings (with protocol defaults filled in) are in `study.json`.{
 - **EvalMi layout** (`evalmi/`): `ImageName` = `<model>/<instance>.png`, `MOS1` perception z-MOS,
   `MOS2` correspondence z-MOS, `Y/N` and `YN_k` majority answers (1 = yes, ties = no); `Y/N` is 1
   only when the task answer and all sub-answers are 1.
-- CSV: UTF-8, comma separated; text cells starting with = + - @ are prefixed with `'` so that
-  spreadsheets do not evaluate them. JSONL and Parquet hold the same tables unescaped.
+- CSV: UTF-8, comma separated; text cells starting with = + - @ (or a tab / carriage return)
+  are prefixed with `'` so that spreadsheets do not evaluate them, NUL characters are dropped
+  and a carriage return inside a cell becomes a line feed.
+  The ImagenHub TSVs do the same and also turn tabs and line breaks inside a cell into spaces.
+  The xlsx sheets store text as text (never a formula). JSONL and Parquet hold the same tables
+  unescaped.
 - Consistency: the numbers are computed from one read of the votes and `votes.*` is written
   from a second read; export a closed study so that no vote changes in between.
 

@@ -1,7 +1,7 @@
 """URLs under /api/: the research REST API and its OpenAPI schema and docs (wiring only)."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from analysis import api as analysis_api
 from tasks import api as task_api
@@ -23,6 +23,7 @@ urlpatterns = [
     path("judge-runs/<int:pk>/resume/", analysis_api.JudgeRunAction.as_view(action="resume"), name="api-judge-run-resume"),
     path("judge-endpoints/", analysis_api.JudgeEndpointList.as_view(), name="api-judge-endpoints"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file: the Content-Security-Policy allows no inline script.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]

@@ -49,6 +49,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "annotation_site.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "annotation_site.urls"
@@ -107,6 +108,44 @@ QUALITY_RULES_MIN_INTERVAL_SECONDS = envint("QUALITY_RULES_MIN_INTERVAL_SECONDS"
 
 # Rating: a rater's unrated units return to the pool after this long without a request from them.
 ASSIGNMENT_LEASE_SECONDS = envint("ASSIGNMENT_LEASE_SECONDS", 30 * 60, minimum=60)
+
+# Production hardening (README "Security"): on by default when DEBUG is off; each one can be
+# turned off from the environment, e.g. behind a proxy that already redirects to HTTPS.
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG)  # the crowd-rater cookie follows it
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", not DEBUG)
+# Only behind a proxy that sets X-Forwarded-Proto itself (and strips the client's): else a client
+# could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("SECURE_PROXY_SSL_HEADER", False) else None
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Scripts only from our own static files (no inline script, no eval). Styles may be inline: the
+# API docs (Swagger UI, ReDoc) set styles at run time, and a style cannot run script. The MTurk
+# completion form posts to MTurk.
+CONTENT_SECURITY_POLICY = envstr(
+    "CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; "
+    "form-action 'self' https://www.mturk.com https://workersandbox.mturk.com",
+)
+if CONTENT_SECURITY_POLICY.strip().lower() == "off":
+    CONTENT_SECURITY_POLICY = ""
+CONTENT_SECURITY_POLICY_REPORT_ONLY = envbool("CONTENT_SECURITY_POLICY_REPORT_ONLY", False)
+# Login attempts (POSTs to the login pages, the admin's included) per window, per client IP and
+# per username; counted in the cache below. 0 turns a limit off.
+LOGIN_RATE_LIMIT_WINDOW = envint("LOGIN_RATE_LIMIT_WINDOW", 15 * 60, minimum=1)
+LOGIN_RATE_LIMIT_PER_IP = envint("LOGIN_RATE_LIMIT_PER_IP", 50, minimum=0)
+LOGIN_RATE_LIMIT_PER_USERNAME = envint("LOGIN_RATE_LIMIT_PER_USERNAME", 10, minimum=0)
+RATE_LIMIT_PROXY_COUNT = envint("RATE_LIMIT_PROXY_COUNT", 0, minimum=0)  # reverse proxies adding X-Forwarded-For
+# One cache for every worker process (rate-limit counters): redis://… ; unset: per-process memory.
+CACHE_URL = envstr("CACHE_URL")
+if CACHE_URL:
+    if not CACHE_URL.startswith(("redis://", "rediss://")):
+        raise EnvError(f"CACHE_URL={CACHE_URL!r}: only redis:// or rediss:// is supported")
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -3,11 +3,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from annotation_site.security import login_rate_limited
 from tasks import views as task_views
+
+admin.site.login = login_rate_limited(admin.site.login)  # before admin.site.urls builds its routes
 
 urlpatterns = [
     path("", task_views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", login_rate_limited(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("tasks.rating_urls")),

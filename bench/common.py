@@ -52,6 +52,10 @@ def bench_env(database_url: str, **extra: str) -> dict[str, str]:
         "MEDIA_ROOT": str(SCRATCH / "media"),
         "STATIC_ROOT": str(SCRATCH / "static"),
         "PYTHONPATH": str(ROOT),
+        # Plain HTTP on loopback: no redirect to HTTPS, cookies sent without TLS.
+        "SECURE_SSL_REDIRECT": "false",
+        "SESSION_COOKIE_SECURE": "false",
+        "CSRF_COOKIE_SECURE": "false",
     })
     env.pop("CELERY_BROKER_URL", None)  # eager Celery unless a benchmark says otherwise
     env.update(extra)

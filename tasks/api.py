@@ -7,7 +7,10 @@ study they do not own gets 404 (its existence is not revealed).
 
 from __future__ import annotations
 
-from django.db.models import Count
+import json
+
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -52,9 +55,19 @@ class StudyOutput(serializers.ModelSerializer):
         ]
 
 
+def _count_per_study(model) -> Coalesce:
+    """COUNT(*) of ``model`` rows of the outer study, as a correlated subquery (0 when none)."""
+    counted = (
+        model.objects.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("*")).values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
 def _annotated(queryset):
+    # Items and ratings are counted apart: joining both to the study and counting DISTINCT walks
+    # items x ratings rows (17.5 s for two 5,000-item studies); each subquery is one index-only count.
     return queryset.annotate(
-        item_count=Count("items", distinct=True), rating_count=Count("ratings", distinct=True)
+        item_count=_count_per_study(Item), rating_count=_count_per_study(Rating)
     ).prefetch_related("owners")
 
 

@@ -186,6 +186,51 @@
     }
   });
 
+  // htmx swaps only 2xx answers: a 403, a 503 "please try again" or a dropped connection would
+  // leave the screen as it was with no word why. Say what happened in the screen's message line;
+  // the form is not swapped, so the answers the rater gave stay and Next can be pressed again.
+  var RETRY = "Your answers are still here: press Next again in a few seconds.";
+  function serverMessage(xhr) {
+    var type = (xhr.getResponseHeader("Content-Type") || "").toLowerCase();
+    var body = xhr.responseText || "";
+    if (type.indexOf("text/plain") === 0) return body.trim();
+    if (type.indexOf("text/html") !== 0 || !window.DOMParser) return "";
+    // DOMParser builds an inert document: nothing in the answer runs.
+    var doc = new DOMParser().parseFromString(body, "text/html");
+    var scope = doc.querySelector("main") || doc.body;
+    if (!scope) return "";
+    var title = scope.querySelector("h1"), text = scope.querySelector("h1 ~ p, p");
+    return [title && title.textContent.trim(), text && text.textContent.trim()].filter(Boolean).join(": ");
+  }
+  function explain(status, xhr) {
+    if (status === 0) return "Not saved: the connection to the site failed. " + RETRY;
+    if (status >= 500 || status === 429) return "Not saved: the site is busy (" + status + "). " + RETRY;
+    var said = xhr ? serverMessage(xhr) : "";
+    if (said.length > 300) said = said.slice(0, 300) + "…";
+    return (said || "This screen could not be saved (" + status + ").") + " Reload the page to go on.";
+  }
+  function showFailure(message) {
+    var u = unit();
+    var box = u && u.querySelector(".form-error");
+    if (!box) { window.alert(message); return; }
+    box.textContent = message;
+    box.setAttribute("data-failed", "");
+    box.scrollIntoView({ block: "nearest" });
+  }
+  document.addEventListener("htmx:responseError", function (e) {
+    if (e.target && e.target.id === "rubric-content") return;
+    var xhr = e.detail && e.detail.xhr;
+    showFailure(explain(xhr ? xhr.status : 0, xhr));
+  });
+  document.addEventListener("htmx:sendError", function (e) {
+    if (e.target && e.target.id === "rubric-content") return;
+    showFailure(explain(0, null));
+  });
+  document.addEventListener("htmx:beforeRequest", function () {
+    var box = document.querySelector("#unit .form-error[data-failed]");
+    if (box) { box.textContent = ""; box.removeAttribute("data-failed"); }
+  });
+
   document.addEventListener("DOMContentLoaded", start);
   // A new screen: keys typed for the old one are dropped, and the first open question takes the
   // keys as soon as the screen is in the page (not only after htmx settles, ~20 ms later).

@@ -166,3 +166,40 @@ def test_item_image_urls_go_through_the_access_checked_image_route(world, client
     assert client.get(body["results"][0]["image_url"]).status_code == 200
     client.force_login(world["other"])
     assert client.get(body["results"][0]["image_url"]).status_code == 404
+
+
+def _study_with_ratings(slug: str, owner, *, items: int, raters: list) -> Study:
+    study = make_study(slug=slug)
+    study.owners.add(owner)
+    for _ in range(items):
+        item = make_item(study, with_image=False)
+        for rater in raters:
+            rating_submit(rater=rater, item=item, values={"SC": 1, "PQ": 0.5}, require_assignment=False)
+    return study
+
+
+def test_study_counts_are_exact_and_an_empty_study_counts_zero(world):
+    researcher = world["researcher"]
+    _study_with_ratings("counted", researcher, items=3, raters=[make_rater(), make_rater()])
+    make_study(slug="empty").owners.add(researcher)
+    client = _client(researcher)
+    listed = {s["slug"]: (s["items"], s["ratings"]) for s in client.get("/api/studies/").json()["results"]}
+    assert listed == {"mine": (1, 1), "counted": (3, 6), "empty": (0, 0)}
+    detail = client.get("/api/studies/counted/").json()
+    assert (detail["items"], detail["ratings"]) == (3, 6)
+
+
+def test_study_counts_never_join_items_and_ratings_in_one_statement(world):
+    """The join walks items x ratings rows: 17.5 s for two 5,000-item studies (bench.study_counts)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _study_with_ratings("counted", world["researcher"], items=2, raters=[make_rater()])
+    client = _client(world["researcher"])
+    with CaptureQueriesContext(connection) as listing:
+        assert client.get("/api/studies/").status_code == 200
+    with CaptureQueriesContext(connection) as detail:
+        assert client.get("/api/studies/counted/").status_code == 200
+    for query in [*listing.captured_queries, *detail.captured_queries]:
+        sql = query["sql"]
+        assert not ('JOIN "tasks_item"' in sql and 'JOIN "tasks_rating"' in sql), sql
