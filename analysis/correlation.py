@@ -462,14 +462,16 @@ class RankingAgreement:
 
 
 def model_level_agreement(
-    judge_means: pd.Series, human_means: pd.Series, *, lower_is_better: bool = False
+    judge_means: pd.Series, human_means: pd.Series, *, lower_is_better: bool = False, same_scale: bool = True
 ) -> RankingAgreement:
     """Compare model-level scores (Series indexed by model).
 
     ``footrule`` = sum |rank_human - rank_judge| over models (average ranks for
     ties; 0 = identical ranking). ``rmse`` assumes both series are on the same
-    scale (e.g. 0-100 MOS) and is None for lower-is-better metrics, whose
-    scale is not the human one.
+    scale (e.g. 0-100 MOS); it is None when ``same_scale=False`` (a metric such as
+    DINO or CLIP-I compared with a human dimension) and for lower-is-better metrics,
+    whose scale is not the human one. Only ``lower_is_better`` changes the judge's
+    sign: a higher-is-better metric on another scale still ranks in its own direction.
     """
     joined = pd.concat({"judge": judge_means, "human": human_means}, axis=1).dropna()
     n = len(joined)
@@ -480,7 +482,7 @@ def model_level_agreement(
     judge_rank = stats.rankdata(-judge)
     human_rank = stats.rankdata(-human)
     footrule = float(np.abs(judge_rank - human_rank).sum())
-    rmse = None if lower_is_better else float(np.sqrt(np.mean((joined["judge"] - joined["human"]) ** 2)))
+    rmse = None if lower_is_better or not same_scale else float(np.sqrt(np.mean((joined["judge"] - joined["human"]) ** 2)))
     if np.ptp(judge) == 0 or np.ptp(human) == 0:
         return RankingAgreement(n, None, footrule, rmse, "all models tie on one side: rho undefined")
     rho = float(stats.spearmanr(judge, human)[0])

@@ -538,7 +538,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                                             lower_is_better=lower, logistic=False).iloc[0]
             ranking = model_level_agreement(
                 merged.groupby("model")["value"].mean(), merged.groupby("model")["human"].mean(),
-                lower_is_better=lower or jdim != hdim,
+                # a judge dimension on another scale (DINO vs O) keeps its sign; only its RMSE is meaningless
+                lower_is_better=lower, same_scale=jdim == hdim,
             )
             summary[key] = {
                 **{f"{name}_fisher_mean": _num(fisher_z_mean(table[col]), reasons, f"{where}.{name}_fisher_mean",

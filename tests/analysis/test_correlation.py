@@ -192,3 +192,12 @@ def test_grouped_correlations_rank_the_side_with_few_values_by_counting_or_sorti
             assert result.srcc[g] == pytest.approx(stats.spearmanr(x[keep], y[keep])[0], abs=1e-12)
             assert result.krcc[g] == pytest.approx(stats.kendalltau(x[keep], y[keep])[0], abs=1e-12)
             assert result.plcc[g] == pytest.approx(stats.pearsonr(x[keep], y[keep])[0], abs=1e-12)
+
+
+def test_model_level_agreement_on_another_scale_keeps_the_judges_sign_and_drops_rmse():
+    human = pd.Series({"a": 0.8, "b": 0.5, "c": 0.2})
+    dino = pd.Series({"a": 0.9, "b": 0.7, "c": 0.1})  # higher is better, but not on the human scale
+    result = model_level_agreement(dino, human, same_scale=False)
+    assert result.spearman_rho == pytest.approx(1.0) and result.footrule == 0.0
+    assert result.rmse is None
+    assert model_level_agreement(dino, human, lower_is_better=True).spearman_rho == pytest.approx(-1.0)

@@ -250,3 +250,31 @@ def test_pairwise_demo_reports_win_rates_and_bradley_terry():
     assert top["bt_ci95"][0] <= top["bt_score"] <= top["bt_ci95"][1]
     assert report["study_level"]["preference"]["alpha_nominal"] == pytest.approx(1.0)
     json.dumps(report, allow_nan=False)
+
+
+def test_a_higher_is_better_metric_named_unlike_the_human_dimension_keeps_its_sign_at_model_level(
+        shared_datasets, tmp_path):
+    # VIEScore Subject-Driven IG: DINO and CLIP-I rank the models as the humans' O does (+0.80, +0.60);
+    # negating them (the old lower_is_better=True for any differently named dimension) gave -0.80 and -0.60.
+    from scipy import stats
+
+    viescore = shared_datasets / "viescore"
+    slug = "ImagenHub_Subject-Driven_IG"
+    imagenhub_import(path=viescore / "human_ratings" / slug)
+    (tmp_path / "autometrics").mkdir()
+    (tmp_path / "autometrics" / slug).symlink_to(viescore / "autometrics" / slug)
+    judge_import(path=tmp_path / "autometrics", fmt="autometrics")
+
+    report = build_report(Study.objects.get(slug=slug), n_boot=0)
+    for metric, published in (("DINO", 0.80), ("CLIP_I", 0.60)):
+        judge_means = {m: np.mean([v for v in _metric_values(viescore / "autometrics" / slug / f"{m}.json", metric)])
+                       for m in report["models"] if (viescore / "autometrics" / slug / f"{m}.json").exists()}
+        human_means = {m: report["models"][m]["dimensions"]["O"]["mean"] for m in judge_means}
+        expected = stats.spearmanr(list(judge_means.values()), list(human_means.values()))[0]
+        level = report["judges"][metric]["O"]["model_level"]
+        assert level["spearman_rho"] == pytest.approx(expected) and round(level["spearman_rho"], 2) == published
+        assert level["rmse"] is None  # a similarity is not on the human 0-1 scale
+
+
+def _metric_values(path, metric):
+    return [entry[metric] for entry in json.loads(path.read_text()).values()]
