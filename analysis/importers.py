@@ -520,11 +520,17 @@ def _attach_items(frame: pd.DataFrame, items: dict, where_column: str) -> pd.Ser
     return ids.astype("int64")
 
 
-def _viescore_rows(root: Path) -> pd.DataFrame:
+def _viescore_rows(root: Path, summary: ImportSummary | None = None) -> pd.DataFrame:
     try:
         long = formats.read_viescore_judge(root)
     except ValueError as exc:
         raise ImportFailed(str(exc)) from exc
+    reshaped = int(long["reshaped"].sum())
+    if summary is not None and reshaped:
+        summary.counts["scores_reshaped"] += reshaped
+        summary.notes.append(
+            f"{reshaped} of {len(long)} judge outputs gave 'score' as a bare number or numeric text instead of a "
+            "list of numbers; read as a one-element list / numbers, as the VIEScore analysis reads them")
     long["where"] = [str(root / t / m / f"{a}.json") for t, m, a in zip(long["task"], long["model"], long["aspect"])]
     aspects = long.assign(
         dimension=long["aspect"],
@@ -605,7 +611,7 @@ def judge_import(*, path: Path | str, fmt: str, judge_name: str = "") -> ImportS
     if fmt == "viescore":
         if not judge_name:
             raise ImportFailed("--judge NAME is required for the viescore format")
-        rows = _viescore_rows(path).assign(judge=judge_name)
+        rows = _viescore_rows(path, summary).assign(judge=judge_name)
         kinds = {judge_name: (Judge.Kind.VIESCORE, False)}
     elif fmt == "autometrics":
         rows = _autometrics_rows(path)
