@@ -143,25 +143,35 @@ def _background() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
 
 
+# agreement_table measure -> report key (alpha levels go under "alpha")
+_FLAT_MEASURES = {"fleiss_kappa": "fleiss_kappa", "percent_agreement": "percent_agreement",
+                  "gwet_ac1": "gwet_ac1", "gwet_ac2_quadratic": "gwet_ac2"}
+
+
 def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: int) -> None:
-    """One agreement_table row into a dimension block: the value and its bootstrap 95% CI."""
+    """One agreement_table row into a dimension block: the value, its bootstrap 95% CI and the share
+    of bootstrap resamples where it was undefined (left out of that CI)."""
     ci_why = row.reason or ("bootstrap interval undefined" if n_boot else "n_boot = 0: no bootstrap interval")
-    if row.measure == "fleiss_kappa":
-        entry["fleiss_kappa"] = _num(row.value, reasons, f"{where}.fleiss_kappa", row.reason)
-        entry["fleiss_kappa_ci95"] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.fleiss_kappa_ci95", ci_why)
+    if row.measure in _FLAT_MEASURES:
+        key = _FLAT_MEASURES[row.measure]
+        entry[key] = _num(row.value, reasons, f"{where}.{key}", row.reason)
+        entry[f"{key}_ci95"] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.{key}_ci95", ci_why)
     else:
-        level = row.measure.removeprefix("alpha_")
-        entry["alpha"][level] = _num(row.value, reasons, f"{where}.alpha.{level}", row.reason)
-        entry.setdefault("alpha_ci95", {})[level] = _ci(row.ci_low, row.ci_high, reasons,
-                                                        f"{where}.alpha_ci95.{level}", ci_why)
+        key = row.measure.removeprefix("alpha_")
+        entry["alpha"][key] = _num(row.value, reasons, f"{where}.alpha.{key}", row.reason)
+        entry.setdefault("alpha_ci95", {})[key] = _ci(row.ci_low, row.ci_high, reasons,
+                                                      f"{where}.alpha_ci95.{key}", ci_why)
+        key = f"alpha.{key}"
+    if n_boot and row.value is not None:
+        entry.setdefault("bootstrap_undefined_share", {})[key] = float(row.boot_undefined) / n_boot
 
 
 def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int,
                codes: RatingCodes | None = None) -> list[pd.DataFrame]:
-    """Alpha and Fleiss' kappa per model and over the study (one call: they share count tables and
-    bootstrap draws)."""
+    """Alpha, Fleiss' kappa, Gwet's AC1/AC2 and percent agreement per model and over the study (one
+    call: they share count tables and bootstrap draws)."""
     return agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
-                            n_boot=n_boot, seed=seed, codes=codes)
+                            n_boot=n_boot, seed=seed, codes=codes, gwet=True)
 
 
 def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, reasons: Reasons,
@@ -211,7 +221,9 @@ def _distinct_per_model(codes: RatingCodes, column: np.ndarray, width: int) -> p
 
 def _empty_dimension() -> dict:
     return {"mean": None, "std_between_raters": None, "ci95": None, "alpha": {}, "alpha_ci95": {},
-            "fleiss_kappa": None, "fleiss_kappa_ci95": None, "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
+            "fleiss_kappa": None, "fleiss_kappa_ci95": None, "percent_agreement": None,
+            "percent_agreement_ci95": None, "gwet_ac1": None, "gwet_ac1_ci95": None, "gwet_ac2": None,
+            "gwet_ac2_ci95": None, "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
 
 
 def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None) -> None:

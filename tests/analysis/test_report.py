@@ -278,3 +278,20 @@ def test_a_higher_is_better_metric_named_unlike_the_human_dimension_keeps_its_si
 
 def _metric_values(path, metric):
     return [entry[metric] for entry in json.loads(path.read_text()).values()]
+
+
+def test_skewed_cells_report_percent_agreement_and_gwets_ac1_beside_a_low_kappa(shared_datasets):
+    # ImagenHub Text-Guided IE, DiffEdit SC: raters agree on 95.5 % of pairs yet kappa is 0.18
+    # (nearly every rating is 0); AC1 = 0.954 says what the raw agreement says.
+    report = build_report(imported(shared_datasets, "Text-Guided_IE"), n_boot=200)
+    sc = cell(report, "DiffEdit", "SC")
+    assert round(sc["percent_agreement"], 3) == 0.955 and round(sc["fleiss_kappa"], 2) == 0.18
+    assert round(sc["gwet_ac1"], 3) == 0.954 and sc["gwet_ac2"] > sc["fleiss_kappa"]
+    low, high = sc["gwet_ac1_ci95"]
+    assert low <= sc["gwet_ac1"] <= high
+    assert set(sc["bootstrap_undefined_share"]) >= {"alpha.nominal", "fleiss_kappa", "gwet_ac1", "percent_agreement"}
+    assert all(0 <= share <= 1 for share in sc["bootstrap_undefined_share"].values())
+    assert report["study_level"]["dimensions"]["SC"]["gwet_ac1"] is not None
+    imagic = cell(report, "Imagic", "SC")  # SC = 0 everywhere: full agreement, no chance-corrected value
+    assert imagic["percent_agreement"] == 1.0 and imagic["gwet_ac1"] is None
+    json.dumps(report, allow_nan=False)
