@@ -1,4 +1,4 @@
-"""Inter-rater agreement: Krippendorff's alpha and Fleiss' kappa.
+"""Inter-rater agreement: Krippendorff's alpha, Fleiss' kappa, Gwet's AC1/AC2 and percent agreement.
 
 Inputs are reliability matrices: rows = raters, columns = units (items),
 ``NaN`` where a rater did not rate a unit. Build one from long ratings with
@@ -20,8 +20,20 @@ they equal the ``krippendorff`` package (the reference implementation) to
 the ratings. :func:`agreement_table` builds the count tables straight from
 the long ratings (integer codes, no matrix per group).
 
+Gwet's AC1 (nominal) and AC2 (quadratic weights on the category values) and the raw percent
+agreement sit beside alpha and kappa for skewed data, where nearly every rating is the same value:
+kappa and alpha then fall towards 0 however often the raters agree (the "kappa paradox"). They
+follow Gwet (2014) as the ``irrCAC`` package computes them: percent agreement is the mean over
+units with >= 2 ratings of the share of agreeing rater pairs (Fleiss' P-bar; AC2 gives partial
+credit w_kl = 1 - ((x_k - x_l) / (x_max - x_min))^2); the chance agreement uses the category
+shares pi_k averaged over units with >= 1 rating: pe = T_w / (q (q - 1)) * sum pi_k (1 - pi_k),
+q = the categories observed (T_w = q unweighted). They come from the same per-unit sums, so they
+share the bootstrap draws.
+
 Undefined cases never produce NaN or raise: the :class:`Estimate` carries
-``value=None`` and a human-readable ``reason``.
+``value=None`` and a human-readable ``reason``. Bootstrap resamples where a coefficient is
+undefined (every drawn unit has the same value) are left out of its percentile interval and
+counted: ``Estimate.boot_undefined`` of ``Estimate.boot_total``.
 """
 
 from __future__ import annotations
@@ -62,6 +74,8 @@ class Estimate:
     ci95: tuple[float, float] | None = None
     reason: str | None = None
     n_units: int = 0
+    boot_undefined: int = 0  # bootstrap resamples where the coefficient was undefined (left out of the CI)
+    boot_total: int = 0
 
 
 def reliability_matrix(
@@ -199,13 +213,14 @@ class _ReplicateBatch:
         self.draws = draws or _SharedDraws()
         self._waiting: dict[int, list[tuple[np.ndarray, list]]] = {}  # units -> [(per-position features, slot)]
 
-    def add(self, patterns: np.ndarray, frequency: np.ndarray) -> list:
+    def add(self, patterns: np.ndarray, frequency: np.ndarray, values: np.ndarray | None = None) -> list:
         n_units, n_patterns = int(frequency.sum()), len(frequency)
         slot: list = [None]
         if n_patterns * 8 <= n_units:
-            slot[0] = _weighted_sums(patterns, _bootstrap_weights(frequency, self.n_boot, self.seed, self.draws))
+            slot[0] = _weighted_sums(patterns, _bootstrap_weights(frequency, self.n_boot, self.seed, self.draws),
+                                     values)
             return slot
-        pairable, features = _unit_features(patterns)
+        pairable, features = _unit_features(patterns, values)
         full = np.zeros((n_patterns, features.shape[1]))
         full[pairable] = features
         # the position counts multiply per-position features directly: cheaper than first adding
@@ -276,6 +291,10 @@ class _SharedDraws:
 
 
 def _percentile_ci(replicates: np.ndarray, n_boot: int) -> tuple[tuple[float, float] | None, str | None]:
+    """The percentile 95 % interval of the defined replicates (None with a reason when fewer than half
+    are defined). The undefined ones are left out: the caller reports how many
+    (``n_boot - np.isfinite(replicates).sum()``), since an interval over the remaining resamples
+    describes only those where the coefficient exists."""
     finite = replicates[np.isfinite(replicates)]
     if len(finite) < max(2, n_boot // 2):
         return None, f"bootstrap CI undefined: only {len(finite)} of {n_boot} resamples had a defined value"
@@ -286,26 +305,57 @@ def _percentile_ci(replicates: np.ndarray, n_boot: int) -> tuple[tuple[float, fl
 # ---------------------------------------------------------------- Krippendorff
 
 
-def _unit_features(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per pairable unit (>= 2 ratings), everything both coefficients sum over units.
+def _unit_features(counts: np.ndarray, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per rated unit (>= 1 rating), everything the coefficients sum over units.
 
-    Returns (pairable mask over all units, features U' x (V(V+1)/2 + 2)): the unit's coincidence
-    contributions (n_uc n_uk - [c==k] n_uc) / (m_u - 1) for c <= k (the matrix is symmetric:
-    :func:`_coincidences` restores it), then Fleiss' per-unit agreement P_u and 1. The category
-    counts and m_u that kappa needs are the coincidence matrix's row sums and total (sum over k of
-    the contributions is n_uc), so they take no columns. A bootstrap replicate with unit weights w
-    is then ``w @ features``: one matrix product for every level of alpha and for kappa together.
+    Returns (rated mask over all units, features U' x (V(V+1)/2 + 4 + V), laid out as
+    :class:`_Columns` says): the unit's coincidence contributions (n_uc n_uk - [c==k] n_uc) /
+    (m_u - 1) for c <= k (the matrix is symmetric: :func:`_coincidences` restores it), Fleiss'
+    per-unit agreement P_u, 1 if the unit is pairable (those three are 0 for a unit with one
+    rating), P_u with quadratic weights on ``values`` (AC2), the unit's category shares n_uc / m_u
+    and 1 (Gwet's pi_k average over rated units). The category counts and m_u that kappa needs are
+    the coincidence matrix's row sums and total (sum over k of the contributions is n_uc), so they
+    take no columns. A bootstrap replicate with unit weights w is then ``w @ features``: one matrix
+    product for every coefficient together. ``values``: the categories' values (default 0..V-1).
     """
     m = counts.sum(axis=1)
-    pairable = m >= 2
-    c, mp = counts[pairable], m[pairable]
-    row, column = np.triu_indices(c.shape[1])
+    rated = m >= 1
+    c, mr = counts[rated], m[rated]
+    n_values = c.shape[1]
+    pair = mr >= 2
+    denominator = np.where(pair, mr - 1, 1.0)
+    row, column = np.triu_indices(n_values)
     coincidence = c[:, row] * c[:, column]
     coincidence[:, row == column] -= c  # the diagonal, in category order
-    coincidence /= (mp - 1)[:, None]
-    agreement = ((c**2).sum(axis=1) - mp) / (mp * (mp - 1))
-    features = np.hstack([coincidence, agreement[:, None], np.ones((len(c), 1))])
-    return pairable, features
+    coincidence /= denominator[:, None]
+    coincidence[~pair] = 0.0
+    both = mr * denominator
+    agreement = np.where(pair, ((c**2).sum(axis=1) - mr) / both, 0.0)
+    weights = _quadratic_weights(np.arange(n_values, dtype=float) if values is None else values)
+    weighted = np.where(pair, (np.einsum("uk,kl,ul->u", c, weights, c) - mr) / both, 0.0)
+    features = np.hstack([coincidence, agreement[:, None], pair[:, None].astype(float), weighted[:, None],
+                          c / mr[:, None], np.ones((len(c), 1))])
+    return rated, features
+
+
+class _Columns:
+    """Where each sum sits in a :func:`_unit_features` / :func:`_weighted_sums` row of V values."""
+
+    def __init__(self, n_values: int) -> None:
+        self.agreement = n_values * (n_values + 1) // 2  # sum of P_u over pairable units
+        self.pairable = self.agreement + 1  # how many pairable units
+        self.weighted = self.agreement + 2  # sum of quadratic-weighted P_u
+        self.shares = slice(self.agreement + 3, self.agreement + 3 + n_values)  # sum of n_uc / m_u
+        self.rated = self.agreement + 3 + n_values  # how many rated units
+
+
+def _quadratic_weights(values: np.ndarray) -> np.ndarray:
+    """w_kl = 1 - ((x_k - x_l) / (x_max - x_min))^2 (irrCAC's "quadratic"); the identity for one value."""
+    values = np.asarray(values, dtype=float)
+    spread = float(np.ptp(values)) if len(values) else 0.0
+    if spread == 0:
+        return np.eye(len(values))
+    return 1.0 - ((values[:, None] - values[None, :]) / spread) ** 2
 
 
 def _coincidences(sums: np.ndarray, n_values: int) -> np.ndarray:
@@ -317,9 +367,10 @@ def _coincidences(sums: np.ndarray, n_values: int) -> np.ndarray:
     return o
 
 
-def _weighted_sums(counts: np.ndarray, weights: Iterable[np.ndarray]) -> np.ndarray:
+def _weighted_sums(counts: np.ndarray, weights: Iterable[np.ndarray], values: np.ndarray | None = None
+                   ) -> np.ndarray:
     """``weights @ features`` for every chunk of replicates, stacked (replicates x features)."""
-    pairable, features = _unit_features(counts)
+    pairable, features = _unit_features(counts, values)
     if pairable.all():
         return np.vstack([w @ features for w in weights])
     # zero rows for units without a pair: cheaper than selecting the weights' columns every chunk
@@ -362,7 +413,8 @@ def _alpha_from_sums(sums: np.ndarray, values: np.ndarray, level: str) -> np.nda
 def _kappa_from_sums(sums: np.ndarray, n_values: int) -> np.ndarray:
     """Fleiss' kappa per replicate from :func:`_weighted_sums` rows; NaN where undefined."""
     c_sum = _coincidences(sums, n_values).sum(axis=2)  # per category: sum of w_u n_uc
-    p_sum, m_sum, total_w = sums[:, -2], c_sum.sum(axis=1), sums[:, -1]
+    columns = _Columns(n_values)
+    p_sum, m_sum, total_w = sums[:, columns.agreement], c_sum.sum(axis=1), sums[:, columns.pairable]
     with np.errstate(divide="ignore", invalid="ignore"):
         p_bar = p_sum / total_w
         p_c = c_sum / m_sum[:, None]
@@ -371,9 +423,34 @@ def _kappa_from_sums(sums: np.ndarray, n_values: int) -> np.ndarray:
     return np.where(np.isclose(p_e, 1.0) | (total_w == 0), np.nan, kappa)
 
 
+def _percent_from_sums(sums: np.ndarray, n_values: int) -> np.ndarray:
+    """Raw percent agreement (0-1) per replicate: the mean over pairable units of the share of
+    agreeing rater pairs; NaN without a pairable unit."""
+    columns = _Columns(n_values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = sums[:, columns.agreement] / sums[:, columns.pairable]
+    return np.where(sums[:, columns.pairable] > 0, share, np.nan)
+
+
+def _gwet_from_sums(sums: np.ndarray, values: np.ndarray, weighted: bool) -> np.ndarray:
+    """Gwet's AC1 (``weighted=False``) or AC2 with quadratic weights per replicate; NaN where
+    undefined (fewer than 2 categories, no pairable unit, or chance agreement 1)."""
+    n_values = len(values)
+    columns = _Columns(n_values)
+    if n_values < 2:
+        return np.full(len(sums), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pa = sums[:, columns.weighted if weighted else columns.agreement] / sums[:, columns.pairable]
+        pi = sums[:, columns.shares] / sums[:, [columns.rated]]
+        total_weight = _quadratic_weights(values).sum() if weighted else n_values
+        pe = total_weight * (pi * (1.0 - pi)).sum(axis=1) / (n_values * (n_values - 1))
+        coefficient = (pa - pe) / (1.0 - pe)
+    return np.where((sums[:, columns.pairable] > 0) & ~np.isclose(pe, 1.0), coefficient, np.nan)
+
+
 def _alpha_from_weights(counts: np.ndarray, values: np.ndarray, weights: np.ndarray, level: str) -> np.ndarray:
     """Alpha for each row of ``weights`` (replicates x units); NaN if undefined."""
-    return _alpha_from_sums(_weighted_sums(counts, [weights]), values, level)
+    return _alpha_from_sums(_weighted_sums(counts, [weights], values), values, level)
 
 
 def agreement_estimates(
@@ -383,15 +460,17 @@ def agreement_estimates(
     kappa: bool = True,
     n_boot: int = 0,
     seed: int = 0,
+    gwet: bool = False,
 ) -> dict[str, Estimate]:
     """Alpha at each level (keys ``alpha_<level>``) and Fleiss' kappa (``fleiss_kappa``) of one
-    raters x units matrix, sharing the unit counts and the bootstrap replicates.
+    raters x units matrix, sharing the unit counts and the bootstrap replicates; with ``gwet``
+    also ``percent_agreement``, ``gwet_ac1`` and ``gwet_ac2_quadratic`` (see module docstring).
 
     With ``n_boot > 0`` every coefficient gets a percentile 95 % CI over the same resampled
     units (seeded): one matrix product per chunk of replicates serves all levels and kappa.
     """
     counts, values = _unit_counts(matrix)
-    return _estimates_from_counts(counts, values, levels=levels, kappa=kappa, n_boot=n_boot, seed=seed)
+    return _estimates_from_counts(counts, values, levels=levels, kappa=kappa, n_boot=n_boot, seed=seed, gwet=gwet)
 
 
 def _estimates_from_counts(
@@ -403,6 +482,7 @@ def _estimates_from_counts(
     n_boot: int,
     seed: int,
     draws: _SharedDraws | None = None,
+    gwet: bool = False,
 ) -> dict[str, Estimate]:
     """:func:`agreement_estimates` from the units x values count table.
 
@@ -411,13 +491,17 @@ def _estimates_from_counts(
     the matrix again.
     """
     batch = _ReplicateBatch(n_boot, seed, draws)
-    finish = _planned_estimates(counts, values, levels=levels, kappa=kappa, batch=batch)
+    finish = _planned_estimates(counts, values, levels=levels, kappa=kappa, batch=batch, gwet=gwet)
     batch.run()
     return finish()
 
 
+GWET_MEASURES = ("percent_agreement", "gwet_ac1", "gwet_ac2_quadratic")
+
+
 def _planned_estimates(
-    counts: np.ndarray, values: np.ndarray, *, levels: Iterable[Level], kappa: bool, batch: _ReplicateBatch
+    counts: np.ndarray, values: np.ndarray, *, levels: Iterable[Level], kappa: bool, batch: _ReplicateBatch,
+    gwet: bool = False,
 ) -> Callable[[], dict[str, Estimate]]:
     """:func:`_estimates_from_counts` in two steps: the point estimates now, the group's bootstrap
     replicates queued on ``batch`` (shared with other groups); the returned function gives the
@@ -426,30 +510,43 @@ def _planned_estimates(
     for level in levels:
         if level not in LEVELS:
             raise ValueError(f"unknown level of measurement {level!r}; use one of {LEVELS}")
-    names = [f"alpha_{level}" for level in levels] + (["fleiss_kappa"] if kappa else [])
+    names = ([f"alpha_{level}" for level in levels] + (["fleiss_kappa"] if kappa else [])
+             + (list(GWET_MEASURES) if gwet else []))
     n_pairable = int((counts.sum(axis=1) >= 2).sum())
     reason = _undefined_reason(counts, values)
     if reason:
-        return lambda: {name: Estimate(None, None, reason, n_pairable) for name in names}
+        out = {name: Estimate(None, None, reason, n_pairable) for name in names}
+        if gwet and n_pairable:  # one value everywhere: every pair of ratings agrees
+            out["percent_agreement"] = Estimate(1.0, None, f"{reason.split(':')[0]}: every pair agrees, no interval",
+                                                n_pairable)
+        return lambda: out
     patterns, frequency = _patterns(counts)
-    sums = _weighted_sums(patterns, [frequency[None, :].astype(float)])
-    point = {f"alpha_{level}": float(_alpha_from_sums(sums, values, level)[0]) for level in levels}
-    if kappa:
-        point["fleiss_kappa"] = float(_kappa_from_sums(sums, len(values))[0])
+
+    def coefficients(sums: np.ndarray) -> dict[str, np.ndarray]:
+        out = {f"alpha_{level}": _alpha_from_sums(sums, values, level) for level in levels}
+        if kappa:
+            out["fleiss_kappa"] = _kappa_from_sums(sums, len(values))
+        if gwet:
+            out["percent_agreement"] = _percent_from_sums(sums, len(values))
+            out["gwet_ac1"] = _gwet_from_sums(sums, values, weighted=False)
+            out["gwet_ac2_quadratic"] = _gwet_from_sums(sums, values, weighted=True)
+        return out
+
+    point = {name: float(value[0])
+             for name, value in coefficients(_weighted_sums(patterns, [frequency[None, :].astype(float)],
+                                                            values)).items()}
     n_boot = batch.n_boot
     if n_boot <= 0:
         return lambda: {name: Estimate(point[name], None, None, n_pairable) for name in names}
-    slot = batch.add(patterns, frequency)
+    slot = batch.add(patterns, frequency, values)
 
     def finish() -> dict[str, Estimate]:
-        replicate_sums = slot[0]
-        replicates = {f"alpha_{level}": _alpha_from_sums(replicate_sums, values, level) for level in levels}
-        if kappa:
-            replicates["fleiss_kappa"] = _kappa_from_sums(replicate_sums, len(values))
+        replicates = coefficients(slot[0])
         out = {}
         for name in names:
             ci, ci_reason = _percentile_ci(replicates[name], n_boot)
-            out[name] = Estimate(point[name], ci, ci_reason, n_pairable)
+            undefined = int(n_boot - np.isfinite(replicates[name]).sum())
+            out[name] = Estimate(point[name], ci, ci_reason, n_pairable, undefined, n_boot)
         return out
 
     return finish
@@ -501,6 +598,7 @@ def agreement_table(
     rater: str = "rater",
     item: str = "item",
     codes: RatingCodes | None = None,
+    gwet: bool = False,
 ) -> pd.DataFrame:
     """Agreement per group (e.g. per model) and dimension, in long form.
 
@@ -508,9 +606,10 @@ def agreement_table(
     (model, item) pairs if a ``model`` column exists, so the same prompt
     rendered by two models counts as two units.
 
-    Columns: ``*by, dimension, measure`` ('alpha_<level>' or 'fleiss_kappa'),
-    ``value, ci_low, ci_high, reason, n_units``. ``value`` is None (object
-    column) when undefined, never NaN.
+    Columns: ``*by, dimension, measure`` ('alpha_<level>', 'fleiss_kappa' and, with ``gwet``,
+    'percent_agreement', 'gwet_ac1', 'gwet_ac2_quadratic'), ``value, ci_low, ci_high, reason,
+    n_units, boot_undefined`` (resamples left out of the CI, of ``n_boot``). ``value`` is None
+    (object column) when undefined, never NaN.
 
     Works on the long frame directly (no raters x units matrix per group): units x values count
     tables come from integer codes, as :func:`reliability_matrix` would give them (a rater's
@@ -519,7 +618,7 @@ def agreement_table(
     draws. 48 model x dimension groups with 1,000 replicates at EvalMi scale: about a second.
     """
     return agreement_tables(ratings, scores=scores, groupings=[by], levels=levels, kappa=kappa, n_boot=n_boot,
-                            seed=seed, rater=rater, item=item, codes=codes)[0]
+                            seed=seed, rater=rater, item=item, codes=codes, gwet=gwet)[0]
 
 
 def agreement_tables(
@@ -534,6 +633,7 @@ def agreement_tables(
     rater: str = "rater",
     item: str = "item",
     codes: RatingCodes | None = None,
+    gwet: bool = False,
 ) -> list[pd.DataFrame]:
     """:func:`agreement_table` for several groupings (default: per model, and the whole study), one
     table each. Groupings whose units are the same (items unique to one model: per model the unit
@@ -585,17 +685,18 @@ def agreement_tables(
                 counts = all_counts[members[k]]
                 present = counts.sum(axis=0) > 0  # the group's own distinct values
                 finish = _planned_estimates(counts[:, present], all_values[present], levels=levels, kappa=kappa,
-                                            batch=batch)
+                                            batch=batch, gwet=gwet)
                 planned.append((plan, key, dimension, finish))
     batch.run()
     rows: dict[int, list] = {id(plan): [] for plan in plans}
     for plan, key, dimension, finish in planned:
         for measure, est in finish().items():
             rows[id(plan)].append((*key, dimension, measure, est.value, est.ci95[0] if est.ci95 else None,
-                                   est.ci95[1] if est.ci95 else None, est.reason, est.n_units))
+                                   est.ci95[1] if est.ci95 else None, est.reason, est.n_units, est.boot_undefined))
     tables = []
     for plan in plans:
-        columns = [*plan["by"], "dimension", "measure", "value", "ci_low", "ci_high", "reason", "n_units"]
+        columns = [*plan["by"], "dimension", "measure", "value", "ci_low", "ci_high", "reason", "n_units",
+                   "boot_undefined"]
         table = pd.DataFrame(rows[id(plan)], columns=columns)
         for column in ("value", "ci_low", "ci_high", "reason"):
             table[column] = table[column].astype(object).where(table[column].notna(), None)

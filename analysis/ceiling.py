@@ -220,3 +220,53 @@ def pairwise_rater_correlations(
             result = sample_correlations(data[a], data[b], logistic=False)
             rows.append((names[a], names[b], result.n, result.srcc, result.plcc, result.krcc))
     return pd.DataFrame(rows, columns=["rater_a", "rater_b", "n", *METHODS])
+
+
+def judge_vs_rest(
+    ratings: pd.DataFrame,
+    judge: pd.Series,
+    *,
+    score: str,
+    groupings: Iterable[Iterable[str]] = (("model",), ()),
+    rater: str = "rater",
+    item: str = "item",
+    lower_is_better: bool = False,
+) -> list[pd.DataFrame]:
+    """The judge measured like a rater in the ceiling: for each left-out rater, the judge's scores
+    correlated with the mean of the *other* raters on the items that rater rated, then the
+    Fisher-z mean over left-out raters, per group.
+
+    The human ceiling correlates one rater with the mean of k - 1 others, while the judge is
+    usually correlated with the mean of all k; a mean of more raters is less noisy, so the usual
+    comparison flatters the judge. This is the like-for-like number to set beside the ceiling.
+    ``judge``: the judge's score per item label (items without a score are left out). Returns one
+    table per grouping: ``*by, n_raters, srcc, plcc, krcc`` (Kendall tau-b), ``reason``. The
+    whole-study grouping ``()`` pools every model's items, as the study-level ceiling does.
+    """
+    rater_code, rater_names = pd.factorize(ratings[rater], sort=True)
+    item_code, item_names = pd.factorize(ratings[item], sort=True)
+    judge_of_item = pd.Series(judge).groupby(level=0).last().reindex(item_names).to_numpy(float)
+    if lower_is_better:
+        judge_of_item = -judge_of_item
+    values = ratings[score].to_numpy(float)
+    n_raters, n_items = len(rater_names), len(item_names)
+    tables = []
+    for by in groupings:
+        by = list(by)
+        group_code, keys = group_codes(ratings, by)
+        pairs = _rater_vs_rest_pairs(group_code, rater_code, item_code, values, len(keys), n_raters, n_items)
+        x = judge_of_item[item_code[pairs["row"]]]
+        set_code = group_code[pairs["row"]] * n_raters + pairs["rater"]
+        result = grouped_correlations(set_code, x, pairs["others"], n_groups=len(keys) * n_raters)
+        per_group = _per_group(result, set_code, len(keys), n_raters)
+        rows = []
+        for k, key in enumerate(keys):
+            table = per_group.get(k)
+            if table is None or len(table["rater"]) < 2:
+                rows.append((*key, 0, None, None, None, "fewer than 2 raters: no leave-one-out mean"))
+                continue
+            defined = ~np.isnan(table["srcc"])
+            reason = None if defined.any() else "no left-out rater gave a defined correlation"
+            rows.append((*key, int(defined.sum()), *(fisher_z_mean(table[m]) for m in METHODS), reason))
+        tables.append(pd.DataFrame(rows, columns=[*by, "n_raters", *METHODS, "reason"]))
+    return tables

@@ -76,10 +76,33 @@ def _logistic_plcc(x: np.ndarray, y: np.ndarray) -> tuple[float | None, str | No
     return float(stats.pearsonr(fitted, y)[0]), None
 
 
+KENDALL_VARIANTS = ("b", "a")
+
+
+def kendall_tau_a(x, y) -> float:
+    """Kendall's tau-a: (concordant - discordant) / (n (n - 1) / 2), tied pairs counting as
+    neither (EvalMi-50K's convention where scores tie; tau-b divides by the untied pairs instead)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = len(x)
+    total = n * (n - 1) / 2
+    if total == 0:
+        return float("nan")
+    # from scipy's tau-b (O(n log n)): tau-b = (C - D) / sqrt((total - x ties) (total - y ties))
+    x_ties, y_ties = (float((c * (c - 1) / 2).sum()) for c in (np.unique(x, return_counts=True)[1],
+                                                              np.unique(y, return_counts=True)[1]))
+    if x_ties == total or y_ties == total:
+        return 0.0
+    tau_b = float(stats.kendalltau(x, y)[0])
+    return tau_b * np.sqrt((total - x_ties) * (total - y_ties)) / total
+
+
 def sample_correlations(
-    judge, human, *, lower_is_better: bool = False, logistic: bool = True
+    judge, human, *, lower_is_better: bool = False, logistic: bool = True, kendall: str = "b"
 ) -> CorrelationSet:
     """SRCC, PLCC, KRCC (and logistic PLCC) between paired score arrays.
+
+    ``kendall``: "b" (tau-b, scipy's default, the report's default) or "a" (tau-a, see
+    :func:`kendall_tau_a`); they differ only where scores tie.
 
     Pairs with a missing value on either side are dropped. Undefined (None +
     reason) with fewer than 3 pairs or when either side is constant.
@@ -102,7 +125,9 @@ def sample_correlations(
         return CorrelationSet(n, None, None, None, None, f"{side} scores are constant: correlation undefined")
     srcc = float(stats.spearmanr(x, y)[0])
     plcc = float(stats.pearsonr(x, y)[0])
-    krcc = float(stats.kendalltau(x, y)[0])
+    if kendall not in KENDALL_VARIANTS:
+        raise ValueError(f"unknown Kendall variant {kendall!r}; use one of {KENDALL_VARIANTS}")
+    krcc = float(stats.kendalltau(x, y)[0]) if kendall == "b" else kendall_tau_a(x, y)
     fitted, fit_reason = _logistic_plcc(x, y) if logistic else (None, "logistic fit not requested")
     return CorrelationSet(n, srcc, plcc, krcc, fitted, None, fit_reason)
 
@@ -394,12 +419,23 @@ def _few_rank_inversions(g_sorted: np.ndarray, ranks: np.ndarray, n_groups: int)
     return out
 
 
-def fisher_z_mean(values: Iterable[float | None]) -> float | None:
-    """tanh(mean(atanh(r))) over the defined values; None if there are none."""
-    r = np.array([v for v in values if v is not None and np.isfinite(v)], dtype=float)
-    if not len(r):
+def fisher_z_mean(values: Iterable[float | None], weights: Iterable[float] | None = None) -> float | None:
+    """tanh(mean(atanh(r))) over the defined values; None if there are none.
+
+    ``weights`` (one per value, e.g. n - 3, the inverse variance of atanh(r) for Pearson's r):
+    a weighted mean of the z values; values whose weight is not positive are left out. For
+    Kendall's tau atanh is not the variance-stabilising transform: the report says so where it
+    averages tau this way.
+    """
+    values = list(values)
+    w = np.ones(len(values)) if weights is None else np.asarray(list(weights), dtype=float)
+    if len(w) != len(values):
+        raise ValueError(f"{len(values)} values but {len(w)} weights")
+    keep = [i for i, v in enumerate(values) if v is not None and np.isfinite(v) and w[i] > 0]
+    if not keep:
         return None
-    return float(np.tanh(np.mean(np.arctanh(np.clip(r, -_R_CLIP, _R_CLIP)))))
+    r = np.array([values[i] for i in keep], dtype=float)
+    return float(np.tanh(np.average(np.arctanh(np.clip(r, -_R_CLIP, _R_CLIP)), weights=w[keep])))
 
 
 def tanh_of_mean(values: Iterable[float | None]) -> float | None:
@@ -419,6 +455,7 @@ def per_group_correlations(
     by: Iterable[str] = ("model",),
     lower_is_better: bool = False,
     logistic: bool = True,
+    kendall: str = "b",
 ) -> pd.DataFrame:
     """:func:`sample_correlations` for each group (default: per model).
 
@@ -433,7 +470,8 @@ def per_group_correlations(
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
         result = sample_correlations(
-            group[judge].to_numpy(), group[human].to_numpy(), lower_is_better=lower_is_better, logistic=logistic
+            group[judge].to_numpy(), group[human].to_numpy(), lower_is_better=lower_is_better, logistic=logistic,
+            kendall=kendall,
         )
         rows.append({**dict(zip(by, key)), **result.as_dict()})
     table = pd.DataFrame(rows, columns=[*by, *CorrelationSet.__dataclass_fields__])
@@ -462,14 +500,16 @@ class RankingAgreement:
 
 
 def model_level_agreement(
-    judge_means: pd.Series, human_means: pd.Series, *, lower_is_better: bool = False
+    judge_means: pd.Series, human_means: pd.Series, *, lower_is_better: bool = False, same_scale: bool = True
 ) -> RankingAgreement:
     """Compare model-level scores (Series indexed by model).
 
     ``footrule`` = sum |rank_human - rank_judge| over models (average ranks for
     ties; 0 = identical ranking). ``rmse`` assumes both series are on the same
-    scale (e.g. 0-100 MOS) and is None for lower-is-better metrics, whose
-    scale is not the human one.
+    scale (e.g. 0-100 MOS); it is None when ``same_scale=False`` (a metric such as
+    DINO or CLIP-I compared with a human dimension) and for lower-is-better metrics,
+    whose scale is not the human one. Only ``lower_is_better`` changes the judge's
+    sign: a higher-is-better metric on another scale still ranks in its own direction.
     """
     joined = pd.concat({"judge": judge_means, "human": human_means}, axis=1).dropna()
     n = len(joined)
@@ -480,7 +520,7 @@ def model_level_agreement(
     judge_rank = stats.rankdata(-judge)
     human_rank = stats.rankdata(-human)
     footrule = float(np.abs(judge_rank - human_rank).sum())
-    rmse = None if lower_is_better else float(np.sqrt(np.mean((joined["judge"] - joined["human"]) ** 2)))
+    rmse = None if lower_is_better or not same_scale else float(np.sqrt(np.mean((joined["judge"] - joined["human"]) ** 2)))
     if np.ptp(judge) == 0 or np.ptp(human) == 0:
         return RankingAgreement(n, None, footrule, rmse, "all models tie on one side: rho undefined")
     rho = float(stats.spearmanr(judge, human)[0])

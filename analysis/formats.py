@@ -11,7 +11,7 @@ Formats
   one column per generation model; each cell ``[SC, PQ]`` with values in
   {0, 0.5, 1}, spacing varies (``[0,0]``, ``[0, 0.5]``, ``[1 , 1]``).
 * VIEScore judge outputs: ``<slug>/<Model>/{SC,PQ}.json`` mapping uid to
-  ``{"score": [ints 0-10], "reasoning": str, ...}``.
+  ``{"score": [ints 0-10], "reasoning": str, ...}`` (some judges: a bare number or numeric text).
 * Autometrics: ``<slug>/<Model>.json`` mapping uid to ``{metric: value}``.
 * EvalMi-50K: ``AIGI2025_MOS_yn.xlsx`` (MOS per image), ``question.xlsx``
   and ``prompt_tasks.jsonl`` (one row/line per prompt number 1-2100).
@@ -108,30 +108,71 @@ def read_imagenhub_task(folder: Path | str) -> pd.DataFrame:
 def parse_viescore_json(path: Path | str) -> pd.DataFrame:
     """Parse one judge file ``<Model>/{SC,PQ}.json``.
 
-    Returns columns ``uid, scores`` (list of ints) and ``reasoning``. A uid
-    whose ``score`` is missing, empty or not numeric raises ``ValueError``:
-    VIEScore fills such failures with random values, we would rather know.
+    Returns columns ``uid, scores`` (list of floats), ``reasoning`` and ``reshaped`` (True where
+    the score was not already a list of numbers). Every shape the VIEScore release uses is read
+    as its own analysis notebook reads it: a list of numbers (GPT-4o, Gemini...), a bare number
+    (LLaVA, Qwen-VL, CogVLM: ``"score": 9``, taken as ``[9]``) and numbers written as text inside
+    the list or alone (CogVLM: ``["10", "10"]``). A uid whose ``score`` is missing, empty, not
+    numeric or not finite raises ``ValueError``: VIEScore fills such failures with random values,
+    we would rather know.
     """
     path = Path(path)
     data = _load_json_object(path)
-    uids, scores, reasons = [], [], []
+    uids, scores, reasons, reshaped = [], [], [], []
     for uid, entry in data.items():
         score = entry.get("score") if isinstance(entry, dict) else None
-        if not isinstance(score, list) or not score or not all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) for s in score
-        ):
-            raise ValueError(f"{path}: uid {uid!r}: 'score' must be a non-empty list of numbers, got {score!r}")
+        values, changed = _viescore_score(score)
+        if values is None:
+            raise ValueError(f"{path}: uid {uid!r}: 'score' must be a number or a non-empty list of numbers, "
+                             f"got {_shown(score)}")
         uids.append(uid)
-        scores.append([float(s) for s in score])
+        scores.append(values)
         reasons.append(entry.get("reasoning", ""))
-    return pd.DataFrame({"uid": uids, "scores": scores, "reasoning": reasons})
+        reshaped.append(changed)
+    return pd.DataFrame({"uid": uids, "scores": scores, "reasoning": reasons, "reshaped": reshaped})
+
+
+def _viescore_score(score) -> tuple[list[float] | None, bool]:
+    """(the sub-scores as floats, whether the shape needed reading) or (None, False) if unusable."""
+    if isinstance(score, list):
+        if not score:
+            return None, False
+        values = [_score_number(s) for s in score]
+        if any(v is None for v in values):
+            return None, False
+        return values, any(isinstance(s, str) for s in score)
+    value = _score_number(score)
+    return ([value], True) if value is not None else (None, False)
+
+
+def _score_number(value) -> float | None:
+    """A finite number, or numeric text (``"7"``, `` 8.5 ``); None for anything else (booleans too)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        if len(value) > 32:  # numeric text is short; a long string is a reasoning pasted in the wrong field
+            return None
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read_viescore_judge(root: Path | str) -> pd.DataFrame:
     """Read ``<root>/<slug>/<Model>/{SC,PQ}.json`` into long records.
 
     Columns: ``task, model, uid, aspect`` ('SC'/'PQ'), ``scores`` (list),
-    ``reasoning``. Missing aspect files are simply absent rows.
+    ``reasoning``, ``reshaped`` (see :func:`parse_viescore_json`). Missing aspect files are
+    simply absent rows.
     """
     root = Path(root)
     frames = []
@@ -146,7 +187,7 @@ def read_viescore_judge(root: Path | str) -> pd.DataFrame:
         frames.append(frame)
     if not frames:
         raise ValueError(f"{root}: no '<slug>/<Model>/SC.json' or PQ.json files")
-    return pd.concat(frames, ignore_index=True)[["task", "model", "uid", "aspect", "scores", "reasoning"]]
+    return pd.concat(frames, ignore_index=True)[["task", "model", "uid", "aspect", "scores", "reasoning", "reshaped"]]
 
 
 def read_autometrics(root: Path | str) -> pd.DataFrame:

@@ -409,7 +409,7 @@ def _validate_dimensions(frame: pd.DataFrame, study_protocol: str, where) -> lis
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             allowed = " / ".join(f"{c:g}" for c in dim.choices)
-            raise ImportFailed(f"{where(first)}: {dim.key} must be one of {allowed}, got {values[first]!r}")
+            raise ImportFailed(f"{where(first)}: {dim.key} must be one of {allowed}, got {float(values[first])!r}")
     return [d.key for d in dims]
 
 
@@ -520,11 +520,17 @@ def _attach_items(frame: pd.DataFrame, items: dict, where_column: str) -> pd.Ser
     return ids.astype("int64")
 
 
-def _viescore_rows(root: Path) -> pd.DataFrame:
+def _viescore_rows(root: Path, summary: ImportSummary | None = None) -> pd.DataFrame:
     try:
         long = formats.read_viescore_judge(root)
     except ValueError as exc:
         raise ImportFailed(str(exc)) from exc
+    reshaped = int(long["reshaped"].sum())
+    if summary is not None and reshaped:
+        summary.counts["scores_reshaped"] += reshaped
+        summary.notes.append(
+            f"{reshaped} of {len(long)} judge outputs gave 'score' as a bare number or numeric text instead of a "
+            "list of numbers; read as a one-element list / numbers, as the VIEScore analysis reads them")
     long["where"] = [str(root / t / m / f"{a}.json") for t, m, a in zip(long["task"], long["model"], long["aspect"])]
     aspects = long.assign(
         dimension=long["aspect"],
@@ -605,7 +611,7 @@ def judge_import(*, path: Path | str, fmt: str, judge_name: str = "") -> ImportS
     if fmt == "viescore":
         if not judge_name:
             raise ImportFailed("--judge NAME is required for the viescore format")
-        rows = _viescore_rows(path).assign(judge=judge_name)
+        rows = _viescore_rows(path, summary).assign(judge=judge_name)
         kinds = {judge_name: (Judge.Kind.VIESCORE, False)}
     elif fmt == "autometrics":
         rows = _autometrics_rows(path)
@@ -743,3 +749,141 @@ def evalmi_import(*, mos_path: Path | str, questions_path: Path | str, tasks_pat
     mos, questions, tasks = evalmi_read(mos_path=mos_path, questions_path=questions_path, tasks_path=tasks_path)
     return evalmi_store(mos=mos, questions=questions, tasks=tasks, study_slug=study_slug,
                         source_detail=Path(mos_path).name)
+
+
+# ------------------------------------------------------------------ long-format ratings (CSV / Parquet)
+
+LONG_COLUMNS = ("study", "item", "model", "rater", "dimension", "value")
+_LONG_LIMITS = {"study": 100, "item": 200, "model": 100, "rater": 150, "dimension": 64}
+
+
+def _read_long_ratings(path: Path) -> pd.DataFrame:
+    """The file as text columns plus ``where`` ("file: line N" for CSV, "file: row N" for Parquet)."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+            label, first = "line", 2  # the header is line 1
+        elif suffix == ".parquet":
+            frame = pd.read_parquet(path).astype(object)
+            frame = frame.where(frame.notna(), "").astype(str)
+            label, first = "row", 1
+        else:
+            raise ImportFailed(f"{path}: expected a .csv or .parquet file")
+    except ImportFailed:
+        raise
+    except (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError) as exc:
+        raise ImportFailed(f"{path}: cannot read: {exc}") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    missing = [c for c in LONG_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ImportFailed(f"{path}: {'line 1' if label == 'line' else 'columns'}: missing columns {', '.join(missing)}")
+    frame = frame[[c for c in (*LONG_COLUMNS, "prompt") if c in frame.columns]].copy()
+    frame["where"] = [f"{path}: {label} {first + i}" for i in range(len(frame))]
+    return frame
+
+
+def _check_long_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Strip and validate the text columns and parse ``value``; the first bad row raises ImportFailed."""
+    for column, limit in _LONG_LIMITS.items():
+        text = frame[column].str.strip()
+        bad = (text == "") | (text.str.len() > limit) | text.str.contains("\x00", regex=False)
+        if bad.any():
+            row = frame[bad].iloc[0]
+            shown = repr(row[column][:40])
+            why = "is empty" if not text[bad].iloc[0] else (
+                "contains a NUL byte" if "\x00" in row[column] else f"is longer than {limit} characters")
+            raise ImportFailed(f"{row['where']}: {column} {shown} {why}")
+        frame[column] = text
+    values = pd.to_numeric(frame["value"].str.strip(), errors="coerce")
+    bad = values.isna() | ~np.isfinite(values.to_numpy(float))
+    if bad.any():
+        row = frame[bad].iloc[0]
+        raise ImportFailed(f"{row['where']}: value {row['value'][:40]!r} is not a finite number")
+    frame["value"] = values.astype(float)
+    if "prompt" in frame.columns and frame["prompt"].str.contains("\x00", regex=False).any():
+        row = frame[frame["prompt"].str.contains("\x00", regex=False)].iloc[0]
+        raise ImportFailed(f"{row['where']}: prompt contains a NUL byte")
+    duplicated = frame.duplicated(subset=["study", "item", "model", "rater", "dimension"], keep=False)
+    if duplicated.any():
+        rows = frame[duplicated]
+        first = rows.iloc[0]
+        same = rows[(rows[["study", "item", "model", "rater", "dimension"]] == first[
+            ["study", "item", "model", "rater", "dimension"]]).all(axis=1)]
+        raise ImportFailed(f"{same['where'].iloc[1]}: {first['rater']} rated {first['model']}/{first['item']} "
+                           f"{first['dimension']} again (first at {first['where'].split(': ')[-1]})")
+    return frame
+
+
+@transaction.atomic
+def long_ratings_import(*, path: Path | str, protocol: str = "", task_type: str = "") -> ImportSummary:
+    """Import human ratings collected elsewhere, one rating per row (CSV or Parquet): columns
+    ``study, item, model, rater, dimension, value`` and optionally ``prompt``.
+
+    ``study`` is a study slug: an existing study keeps its protocol; a new one is created (closed,
+    nobody is asked to rate it here) with ``protocol`` and ``task_type``. ``item`` is the sample key
+    shared by the models (an ImagenHub uid, an EvalMi prompt number); each (study, item, model) is
+    an Item. A rater's ratings of one item must cover every dimension of the protocol (ImagenHub
+    SC and PQ; EvalMi perception and correspondence), with the protocol's allowed values. Raters
+    are imported raters ``long/<study>/<rater>``. All rows are validated before anything is written
+    (errors name file and line); a second run of the same file changes nothing.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFailed(f"{path}: no such file")
+    frame = _check_long_rows(_read_long_ratings(path))
+    if frame.empty:
+        raise ImportFailed(f"{path}: no ratings")
+    summary = ImportSummary()
+    plans = []
+    for slug, rows in frame.groupby("study", sort=True):
+        study = Study.objects.filter(slug=slug).first()
+        study_protocol = study.protocol if study is not None else protocol
+        if study_protocol not in (protocols.IMAGENHUB, protocols.EVALMI):
+            raise ImportFailed(f"{rows['where'].iloc[0]}: study {slug!r} does not exist: give --protocol "
+                               f"{protocols.IMAGENHUB} or {protocols.EVALMI} (and --task-type) to create it")
+        keys = [d.key for d in protocols.get_protocol(study_protocol).dimensions(
+            protocols.get_protocol(study_protocol).clean_settings({}))]
+        unknown = ~rows["dimension"].isin(keys)
+        if unknown.any():
+            row = rows[unknown].iloc[0]
+            raise ImportFailed(f"{row['where']}: dimension {row['dimension']!r} is not one of {', '.join(keys)} "
+                               f"({study_protocol} study)")
+        wide = rows.pivot(index=["item", "model", "rater"], columns="dimension", values="value")
+        where = rows.pivot(index=["item", "model", "rater"], columns="dimension", values="where")
+        wide = wide.reindex(columns=keys)
+        incomplete = wide.isna().any(axis=1).to_numpy()
+        if incomplete.any():
+            k = int(np.flatnonzero(incomplete)[0])
+            item, model, rater = wide.index[k]
+            lacking = [d for d in keys if pd.isna(wide.iloc[k][d])]
+            seen = where.iloc[k].dropna().iloc[0]
+            raise ImportFailed(f"{seen}: {rater}'s rating of {model}/{item} has no {', '.join(lacking)} "
+                               f"(every rating needs {', '.join(keys)})")
+        wide = wide.reset_index()
+        first_where = where.reindex(columns=keys).iloc[:, 0].to_numpy()
+        _validate_dimensions(wide, study_protocol, lambda i: f"{first_where[i]} ({wide['model'].iloc[i]})")
+        prompts = rows.groupby("item")["prompt"].first() if "prompt" in rows.columns else None
+        plans.append((slug, study, study_protocol, keys, wide, prompts))
+
+    for slug, study, study_protocol, keys, wide, prompts in plans:
+        if study is None:
+            study = _ensure_study(slug, protocol=study_protocol, task_type=task_type,
+                                  title=slug.replace("-", " ").replace("_", " "),
+                                  raters_per_item=int(wide.groupby(["item", "model"])["rater"].nunique().max()),
+                                  summary=summary)
+        else:
+            summary.counts["studies_unchanged"] += 1
+        models = _ensure_gen_models(study, wide["model"].unique().tolist(), summary)
+        items = pd.unique(wide["item"])
+        instances = pd.DataFrame({"key": items, "position": np.arange(1, len(items) + 1)})
+        if prompts is not None:
+            instances["prompt"] = instances["key"].map(prompts).fillna("")
+        instance_ids = _ensure_instances(study, instances, summary)
+        pairs = pd.DataFrame({"instance_id": wide["item"].map(instance_ids), "gen_model_id": wide["model"].map(models)})
+        wide["item_id"] = _ensure_items(study, pairs, summary)
+        raters = {name: _ensure_import_rater(f"long/{slug}/{name}", summary) for name in wide["rater"].unique()}
+        wide["rater_id"] = wide["rater"].map(raters)
+        wide["source_detail"] = path.name[:200]
+        _store_ratings(study, wide, keys, summary)
+    return summary

@@ -25,9 +25,9 @@ import pandas as pd
 
 from analysis import data
 from analysis.agreement import agreement_table, agreement_tables
-from analysis.ceiling import human_ceilings
+from analysis.ceiling import human_ceilings, judge_vs_rest
 from analysis.codes import RatingCodes, dense_rank
-from analysis.correlation import fisher_z_mean, model_level_agreement, per_group_correlations
+from analysis.correlation import KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
 from analysis.pairwise import pairwise_summary
@@ -83,15 +83,31 @@ def _ci(low: Any, high: Any, reasons: Reasons, where: str, why: str) -> list[flo
 # ------------------------------------------------------------------ entry point
 
 
+JUDGE_ITEMS = ("per_dimension", "all_aspects")
+
+
 def build_report(study: Study, *, include_excluded: bool = False, judges: bool = True,
-                 seed: int = 0, n_boot: int = 1000) -> dict:
+                 seed: int = 0, n_boot: int = 1000, judge_items: str = "per_dimension",
+                 kendall: str = "b") -> dict:
     """The study report as a JSON-ready dict (see module docstring and README for the schema).
 
     ``n_boot`` replicates are used where the report bootstraps (agreement CIs over items,
     pairwise CIs); ``seed`` makes them reproducible; ``n_boot=0`` leaves those CIs null. At
     EvalMi scale (50,400 items, 1.6M scores) 1,000 agreement replicates add about 2 s.
+
+    ``judge_items``: which items a judge is compared on. ``per_dimension`` (default): every item
+    the judge scored on that dimension, so a judge with missing outputs may use different items
+    for SC, PQ and O (each block says how many: ``items``); ``all_aspects``: only items the judge
+    scored on every one of its dimensions (the VIEScore notebook's convention). ``kendall``: "b"
+    (tau-b, default) or "a" (tau-a, EvalMi-50K's convention where scores tie) for the judge
+    correlations.
     """
+    if judge_items not in JUDGE_ITEMS:
+        raise ValueError(f"judge_items must be one of {', '.join(JUDGE_ITEMS)}, got {judge_items!r}")
+    if kendall not in KENDALL_VARIANTS:
+        raise ValueError(f"kendall must be one of {', '.join(KENDALL_VARIANTS)}, got {kendall!r}")
     reasons = Reasons()
+    frames: dict[str, pd.DataFrame] = {}  # the per-rater frame the ceiling used, for the judges' like-for-like
     excluded = data.excluded_raters(study)
     report: dict[str, Any] = {
         "study": study.slug,
@@ -103,6 +119,8 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
             {"rater": str(pk), "reason": why, "included": include_excluded} for pk, why in sorted(excluded.items())
         ],
         "human_source": "ratings",
+        "judge_items": judge_items,
+        "kendall": f"tau-{kendall}",
         "models": {},
         "study_level": {},
         "judges": {},
@@ -115,12 +133,13 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
         human_qa = None
         if study.protocol == protocols.IMAGENHUB:
-            human_items = _imagenhub_section(ratings, report, reasons, n_boot=n_boot, seed=seed)
+            human_items = _imagenhub_section(ratings, report, reasons, n_boot=n_boot, seed=seed, frames=frames)
         else:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
-                                                    n_boot=n_boot, seed=seed)
+                                                    n_boot=n_boot, seed=seed, frames=frames)
         if judges and scores is not None and not scores.empty and human_items is not None:
-            _judges_section(scores, human_items, report, reasons, human_qa=human_qa)
+            _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
+                            judge_items=judge_items, kendall=kendall)
     report["reasons"] = reasons.as_list()
     return _jsonable(report, "report", reasons, report)
 
@@ -143,35 +162,47 @@ def _background() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
 
 
+# agreement_table measure -> report key (alpha levels go under "alpha")
+_FLAT_MEASURES = {"fleiss_kappa": "fleiss_kappa", "percent_agreement": "percent_agreement",
+                  "gwet_ac1": "gwet_ac1", "gwet_ac2_quadratic": "gwet_ac2"}
+
+
 def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: int) -> None:
-    """One agreement_table row into a dimension block: the value and its bootstrap 95% CI."""
+    """One agreement_table row into a dimension block: the value, its bootstrap 95% CI and the share
+    of bootstrap resamples where it was undefined (left out of that CI)."""
     ci_why = row.reason or ("bootstrap interval undefined" if n_boot else "n_boot = 0: no bootstrap interval")
-    if row.measure == "fleiss_kappa":
-        entry["fleiss_kappa"] = _num(row.value, reasons, f"{where}.fleiss_kappa", row.reason)
-        entry["fleiss_kappa_ci95"] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.fleiss_kappa_ci95", ci_why)
+    if row.measure in _FLAT_MEASURES:
+        key = _FLAT_MEASURES[row.measure]
+        entry[key] = _num(row.value, reasons, f"{where}.{key}", row.reason)
+        entry[f"{key}_ci95"] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.{key}_ci95", ci_why)
     else:
-        level = row.measure.removeprefix("alpha_")
-        entry["alpha"][level] = _num(row.value, reasons, f"{where}.alpha.{level}", row.reason)
-        entry.setdefault("alpha_ci95", {})[level] = _ci(row.ci_low, row.ci_high, reasons,
-                                                        f"{where}.alpha_ci95.{level}", ci_why)
+        key = row.measure.removeprefix("alpha_")
+        entry["alpha"][key] = _num(row.value, reasons, f"{where}.alpha.{key}", row.reason)
+        entry.setdefault("alpha_ci95", {})[key] = _ci(row.ci_low, row.ci_high, reasons,
+                                                      f"{where}.alpha_ci95.{key}", ci_why)
+        key = f"alpha.{key}"
+    if n_boot and row.value is not None:
+        entry.setdefault("bootstrap_undefined_share", {})[key] = float(row.boot_undefined) / n_boot
 
 
 def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int,
                codes: RatingCodes | None = None) -> list[pd.DataFrame]:
-    """Alpha and Fleiss' kappa per model and over the study (one call: they share count tables and
-    bootstrap draws)."""
+    """Alpha, Fleiss' kappa, Gwet's AC1/AC2 and percent agreement per model and over the study (one
+    call: they share count tables and bootstrap draws)."""
     return agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
-                            n_boot=n_boot, seed=seed, codes=codes)
+                            n_boot=n_boot, seed=seed, codes=codes, gwet=True)
 
 
 def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, reasons: Reasons,
                            ceiling_frame: pd.DataFrame, *, n_boot: int = 0,
-                           ceiling_codes: RatingCodes | None = None) -> None:
+                           ceiling_codes: RatingCodes | None = None, frames: dict | None = None) -> None:
     """Fill alpha, Fleiss' kappa (with bootstrap 95% CIs over items when ``n_boot`` > 0) and the
     human ceiling per model and for the whole study. ``agreement``: :func:`_agreement` running in
     the background while this thread computes the ceiling of ``ceiling_frame`` (whose codes are
     ``ceiling_codes``, if known)."""
     models = report["models"]
+    if frames is not None:
+        frames["ceiling"] = ceiling_frame
     ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()],
                                             codes=ceiling_codes)
     table, overall = agreement.result()
@@ -211,7 +242,9 @@ def _distinct_per_model(codes: RatingCodes, column: np.ndarray, width: int) -> p
 
 def _empty_dimension() -> dict:
     return {"mean": None, "std_between_raters": None, "ci95": None, "alpha": {}, "alpha_ci95": {},
-            "fleiss_kappa": None, "fleiss_kappa_ci95": None, "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
+            "fleiss_kappa": None, "fleiss_kappa_ci95": None, "percent_agreement": None,
+            "percent_agreement_ci95": None, "gwet_ac1": None, "gwet_ac1_ci95": None, "gwet_ac2": None,
+            "gwet_ac2_ci95": None, "human_ceiling": {"spearman": None, "pearson": None, "kendall": None}}
 
 
 def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None) -> None:
@@ -231,7 +264,7 @@ def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None)
 
 
 def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *, n_boot: int = 0,
-                       seed: int = 0) -> pd.DataFrame | None:
+                       seed: int = 0, frames: dict | None = None) -> pd.DataFrame | None:
     dims = ["SC", "PQ", "O"]
     _counts(ratings, report)
     if ratings.empty:
@@ -257,7 +290,7 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
     reasons.add("models.*.qa_accuracy", "ImagenHub studies ask no yes/no questions")
     with _background() as background:
         agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
-        _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot)
+        _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot, frames=frames)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
 
 
@@ -319,8 +352,8 @@ def human_item_scores(study: Study, *, include_excluded: bool = False) -> pd.Dat
 
 
 def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | None, report: dict,
-                    reasons: Reasons, include_excluded: bool, *, n_boot: int = 0, seed: int = 0
-                    ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+                    reasons: Reasons, include_excluded: bool, *, n_boot: int = 0, seed: int = 0,
+                    frames: dict | None = None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """Fills the EvalMi figures; returns (human item scores in long form, human yes/no per item)."""
     dims = ["perception", "correspondence"]
     if ratings.empty:
@@ -342,14 +375,15 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         zscored = _zscores(ratings, dims, reasons, codes)
         screening = background.submit(_screening, ratings, dims, codes, zscored)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
-                                          n_boot=n_boot, codes=codes, zscored=zscored)
+                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames)
         _put_screening(screening.result(), report)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 
 def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
                     reasons: Reasons, include_excluded: bool, *, n_boot: int, codes: RatingCodes,
-                    zscored: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+                    zscored: dict[str, pd.DataFrame], frames: dict | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
     item, wide; human yes/no per item). ``codes``: the ratings' codes; ``zscored``: :func:`_zscores`."""
     items, zscored = _zmos_items(ratings, dims, reasons, codes, zscored)
@@ -385,7 +419,7 @@ def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreem
             **{dim: zscored[dim]["z_scaled"].reindex(ratings.index) for dim in dims}
         ).dropna(subset=dims, how="all")
     _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
-                           ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index))
+                           ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
     return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 
@@ -485,14 +519,17 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
 
 
 def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons,
-                    human_qa: pd.DataFrame | None = None) -> None:
+                    human_qa: pd.DataFrame | None = None, raters: pd.DataFrame | None = None,
+                    judge_items: str = "per_dimension", kendall: str = "b") -> None:
     """Judge vs human per model (sample level) and across models (Fisher z), per human dimension.
 
     A judge dimension named like a human one (SC, PQ, O, perception…) is compared with that one;
     any other (CLIP_Score, LPIPS…) is compared with every human dimension, under the human
     dimension's name when it is the judge's only dimension, else as ``<judge dim>~<human dim>``.
     A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
-    answer per item instead (:func:`_judge_qa`).
+    answer per item instead (:func:`_judge_qa`). ``raters``: the per-rater frame the human ceiling
+    used, for the like-for-like comparison (:func:`analysis.ceiling.judge_vs_rest`);
+    ``judge_items`` and ``kendall``: see :func:`build_report`.
     """
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
@@ -503,6 +540,11 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
             _judge_qa(str(judge), frame[frame["dimension"] == QA_DIMENSION], human_qa, report, reasons)
             frame = frame[frame["dimension"] != QA_DIMENSION]
         judge_dims = list(dict.fromkeys(frame["dimension"]))
+        # items the judge scored on every one of its dimensions (VIEScore's notebook keeps only these)
+        per_item = frame.groupby("item")["dimension"].nunique()
+        complete = set(per_item.index[per_item == len(judge_dims)])
+        if judge_items == "all_aspects":
+            frame = frame[frame["item"].isin(complete)]
         pairs = []
         for jdim in judge_dims:
             if jdim in human_dims:
@@ -520,7 +562,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 reasons.add(where, "no items scored by both the judge and the humans")
                 continue
             table = per_group_correlations(merged, judge="value", human="human", by=("model",),
-                                           lower_is_better=lower, logistic=True)
+                                           lower_is_better=lower, logistic=True, kendall=kendall)
+            vs_rest = _judge_vs_rest(merged, raters, hdim, lower, reasons, where)
             for row in table.to_dict("records"):
                 model = str(row["model"])
                 if model not in report["models"]:
@@ -532,22 +575,32 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                     "plcc_logistic": _num(row["plcc_logistic"], reasons, f"{mwhere}.plcc_logistic",
                                           row["logistic_reason"] or row["reason"]),
                     "n": int(row["n"]),
+                    "vs_rest": vs_rest[0].get(row["model"]) if vs_rest else None,
                     **({"judge_dimension": jdim} if jdim != hdim else {}),
                 }
             pooled = per_group_correlations(merged.assign(_all="all"), judge="value", human="human", by=("_all",),
-                                            lower_is_better=lower, logistic=False).iloc[0]
+                                            lower_is_better=lower, logistic=False, kendall=kendall).iloc[0]
             ranking = model_level_agreement(
                 merged.groupby("model")["value"].mean(), merged.groupby("model")["human"].mean(),
-                lower_is_better=lower or jdim != hdim,
+                # a judge dimension on another scale (DINO vs O) keeps its sign; only its RMSE is meaningless
+                lower_is_better=lower, same_scale=jdim == hdim,
             )
+            weights = [n - 3 for n in table["n"]]  # atanh(r) has variance ~1/(n-3): weight models by it
+            items = set(merged["item"])
             summary[key] = {
                 **{f"{name}_fisher_mean": _num(fisher_z_mean(table[col]), reasons, f"{where}.{name}_fisher_mean",
                                                "no model with a defined correlation")
                    for col, name in _CORR_KEYS.items()},
+                **{f"{name}_fisher_mean_weighted": _num(fisher_z_mean(table[col], weights=weights))
+                   for col, name in _CORR_KEYS.items()},
                 "plcc_logistic_fisher_mean": _num(fisher_z_mean(table["plcc_logistic"])),
                 "pooled_spearman": _num(pooled["srcc"], reasons, f"{where}.pooled_spearman", pooled["reason"]),
+                "pooled": {name: _num(pooled[col]) for col, name in _CORR_KEYS.items()},
                 "n": int(len(merged)),
+                "items": len(items),
+                "items_missing_other_dimensions": len(items - complete),
                 "models": int(table["srcc"].notna().sum()),
+                "ceiling_comparison": _ceiling_comparison(report, table, vs_rest, hdim),
                 "model_level": {
                     "spearman_rho": _num(ranking.spearman_rho, reasons, f"{where}.model_level.spearman_rho",
                                          ranking.reason),
@@ -557,6 +610,51 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 "lower_is_better": lower,
                 **({"judge_dimension": jdim} if jdim != hdim else {}),
             }
+    if report["judges"]:
+        report["study_level"]["judge_averaging"] = (
+            "*_fisher_mean: tanh of the mean atanh over models, equal weights; *_fisher_mean_weighted: weights "
+            "n - 3 (inverse variance of atanh r). Kendall's tau is averaged the same way although atanh is not its "
+            "variance-stabilising transform. Compare the study-level human ceiling (raters pooled over all models) "
+            "with ceiling_comparison.pooled, not with a mean of per-model correlations.")
+
+
+def _judge_vs_rest(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, lower: bool, reasons: Reasons,
+                   where: str) -> tuple[dict, dict] | None:
+    """(per model, pooled) correlations of the judge with the mean of the other raters, averaged over
+    left-out raters (:func:`analysis.ceiling.judge_vs_rest`); None without per-rater ratings."""
+    if raters is None or hdim not in raters.columns:
+        reasons.add(f"{where}.ceiling_comparison", "no per-rater ratings: no leave-one-out comparison")
+        return None
+    judged = raters[raters["item"].isin(set(merged["item"]))]
+    per_model, pooled = judge_vs_rest(judged, merged.set_index("item")["value"], score=hdim,
+                                      groupings=[("model",), ()], lower_is_better=lower)
+
+    def block(row) -> dict:
+        return {**{name: _num(row[col]) for col, name in _CORR_KEYS.items()}, "raters": int(row["n_raters"])}
+
+    return {row["model"]: block(row) for _, row in per_model.iterrows()}, block(pooled.iloc[0])
+
+
+def _ceiling_comparison(report: dict, table: pd.DataFrame, vs_rest: tuple[dict, dict] | None, hdim: str) -> dict:
+    """Judge and human ceiling side by side, like for like: per model (Fisher means over the judged
+    models of the judge against the mean of k - 1 raters, and of the ceiling) and pooled over the study
+    (the judge's pooled correlation against k - 1 raters beside the study-level ceiling)."""
+    models = [m for m, srcc in zip(table["model"], table["srcc"]) if srcc is not None
+              and str(m) in report["models"]]
+    ceilings = [report["models"][str(m)]["dimensions"].get(hdim, {}).get("human_ceiling") or {} for m in models]
+    study = report["study_level"].get("dimensions", {}).get(hdim, {}).get("human_ceiling") or {}
+    names = list(_CORR_KEYS.values())
+    rest_models = [vs_rest[0].get(m) for m in models] if vs_rest else []
+    return {
+        "per_model": {
+            "judge_vs_rest": {name: _num(fisher_z_mean([b[name] for b in rest_models if b])) for name in names},
+            "human_ceiling": {name: _num(fisher_z_mean([c.get(name) for c in ceilings])) for name in names},
+        },
+        "pooled": {
+            "judge_vs_rest": {name: vs_rest[1][name] for name in names} if vs_rest else None,
+            "human_ceiling": {name: study.get(name) for name in names},
+        },
+    }
 
 
 def _judge_qa(judge: str, answers: pd.DataFrame, human_qa: pd.DataFrame | None, report: dict,

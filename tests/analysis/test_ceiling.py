@@ -121,3 +121,23 @@ def test_ceilings_for_several_groupings_equal_one_call_per_grouping():
         for by, table in zip([("model",), ()], together):
             alone = human_ceiling(ratings, scores=["SC", "PQ"], by=by)
             pd.testing.assert_frame_equal(table, alone)
+
+
+def test_judge_vs_rest_is_the_judge_against_the_mean_of_the_other_raters_averaged_over_left_out_raters():
+    from scipy import stats
+
+    from analysis.ceiling import judge_vs_rest
+
+    rng = np.random.default_rng(5)
+    truth = rng.random(12)
+    rows = [{"rater": f"r{r}", "item": f"i{i}", "model": "m", "s": truth[i] + rng.normal(0, 0.3)}
+            for r in range(3) for i in range(12)]
+    ratings = pd.DataFrame(rows)
+    judge = pd.Series(truth + rng.normal(0, 0.2, 12), index=[f"i{i}" for i in range(12)])
+    per_model, study = judge_vs_rest(ratings, judge, score="s")
+    wide = ratings.pivot(index="item", columns="rater", values="s").loc[judge.index]
+    expected = [stats.spearmanr(judge, wide.drop(columns=r).mean(axis=1))[0] for r in wide.columns]
+    assert per_model.loc[0, "srcc"] == pytest.approx(np.tanh(np.mean(np.arctanh(expected))))
+    assert per_model.loc[0, "n_raters"] == 3 and study.loc[0, "srcc"] == pytest.approx(per_model.loc[0, "srcc"])
+    against_all = stats.spearmanr(judge, wide.mean(axis=1))[0]
+    assert per_model.loc[0, "srcc"] != pytest.approx(against_all)  # not the usual judge-vs-mean-of-all number

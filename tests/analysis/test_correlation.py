@@ -192,3 +192,41 @@ def test_grouped_correlations_rank_the_side_with_few_values_by_counting_or_sorti
             assert result.srcc[g] == pytest.approx(stats.spearmanr(x[keep], y[keep])[0], abs=1e-12)
             assert result.krcc[g] == pytest.approx(stats.kendalltau(x[keep], y[keep])[0], abs=1e-12)
             assert result.plcc[g] == pytest.approx(stats.pearsonr(x[keep], y[keep])[0], abs=1e-12)
+
+
+def test_model_level_agreement_on_another_scale_keeps_the_judges_sign_and_drops_rmse():
+    human = pd.Series({"a": 0.8, "b": 0.5, "c": 0.2})
+    dino = pd.Series({"a": 0.9, "b": 0.7, "c": 0.1})  # higher is better, but not on the human scale
+    result = model_level_agreement(dino, human, same_scale=False)
+    assert result.spearman_rho == pytest.approx(1.0) and result.footrule == 0.0
+    assert result.rmse is None
+    assert model_level_agreement(dino, human, lower_is_better=True).spearman_rho == pytest.approx(-1.0)
+
+
+def _tau_a_by_pairs(x, y):
+    n = len(x)
+    sign = np.sign(np.subtract.outer(x, x)) * np.sign(np.subtract.outer(y, y))
+    return np.triu(sign, 1).sum() / (n * (n - 1) / 2)
+
+
+def test_kendall_tau_a_counts_tied_pairs_in_the_denominator_as_evalmi_does():
+    rng = np.random.default_rng(3)
+    judge, human = rng.integers(0, 5, 60).astype(float), rng.integers(0, 4, 60).astype(float)  # many ties
+    a = sample_correlations(judge, human, kendall="a", logistic=False).krcc
+    b = sample_correlations(judge, human, logistic=False).krcc
+    assert a == pytest.approx(_tau_a_by_pairs(judge, human), abs=1e-12)
+    assert abs(a) < abs(b)  # tau-b divides by fewer (untied) pairs
+    table = per_group_correlations(pd.DataFrame({"judge": judge, "human": human, "model": "m"}), judge="judge",
+                                   human="human", kendall="a", logistic=False)
+    assert table.loc[0, "krcc"] == pytest.approx(a)
+    with pytest.raises(ValueError, match="unknown Kendall variant 'c'"):
+        sample_correlations(judge, human, kendall="c")
+
+
+def test_fisher_mean_weighted_by_n_minus_3_gives_large_groups_their_share():
+    values, n = [0.9, 0.1], [1003, 13]
+    weighted = fisher_z_mean(values, weights=[k - 3 for k in n])
+    expected = np.tanh((1000 * np.arctanh(0.9) + 10 * np.arctanh(0.1)) / 1010)
+    assert weighted == pytest.approx(expected)
+    assert fisher_z_mean(values) == pytest.approx(np.tanh(np.mean(np.arctanh(values))))
+    assert fisher_z_mean([0.5, None], weights=[0, 5]) is None  # a weight of 0 leaves its value out

@@ -86,3 +86,22 @@ def test_released_evalmi_prompt_files_line_up(shared_datasets):
     assert len(questions) == len(tasks) == 2100
     assert (questions["prompt"] == tasks["prompt"]).mean() > 0.99
     assert questions.loc[0, "question_2"] is None
+
+
+def test_viescore_scores_in_every_released_shape_are_read_as_the_viescore_notebook_reads_them(tmp_path):
+    # LLaVA / Qwen-VL: a bare number; CogVLM: numbers as text; GPT-4o: a list of numbers
+    entries = {"list": [7, 3], "bare": 9, "bare_float": 8.5, "text_list": ["10", "10"], "text": " 6 "}
+    path = write(tmp_path / "SC.json", json.dumps({uid: {"score": s} for uid, s in entries.items()}))
+    frame = parse_viescore_json(path).set_index("uid")
+    assert frame["scores"].to_dict() == {"list": [7.0, 3.0], "bare": [9.0], "bare_float": [8.5],
+                                         "text_list": [10.0, 10.0], "text": [6.0]}
+    assert frame["reshaped"].to_dict() == {"list": False, "bare": True, "bare_float": True, "text_list": True,
+                                           "text": True}
+
+
+@pytest.mark.parametrize("score", [None, [], "nan", "inf", [1, "x"], True, [True], {"a": 1}, [[1]], "9" * 40, 1e400])
+def test_viescore_scores_that_are_not_numbers_name_the_file_and_uid(tmp_path, score):
+    text = json.dumps({"s1": {"score": score}}) if score != 1e400 else '{"s1": {"score": 1e400}}'
+    path = write(tmp_path / "PQ.json", text)
+    with pytest.raises(ValueError, match=r"PQ\.json: uid 's1': 'score' must be a number or a non-empty list"):
+        parse_viescore_json(path)

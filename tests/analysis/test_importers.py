@@ -279,3 +279,16 @@ def test_the_bulk_writer_stores_tabs_newlines_backslashes_nulls_and_json_exactly
         assert stored[item.id].source_detail == details[i]
         assert stored[item.id].values == values[i]
         assert stored[item.id].answers == {} and stored[item.id].time_on_item_ms is None
+
+
+def test_viescore_scores_given_as_bare_numbers_or_text_import_and_the_summary_says_how_many(tmp_path, small_study):
+    root = tmp_path / "llava"
+    viescore_file(root / small_study.slug / "ModelA" / "SC.json", {u: 6 for u in UIDS})  # LLaVA's bare numbers
+    viescore_file(root / small_study.slug / "ModelA" / "PQ.json",
+                  {u: s for u, s in zip(UIDS, (["8", "9"], [7], [5, 6], 4.0))})
+    summary = judge_import(path=root, fmt="viescore", judge_name="llava-0shot")
+    assert summary.counts["scores_created"] == 12 and summary.counts["scores_reshaped"] == 6
+    assert "6 of 8 judge outputs gave 'score' as a bare number or numeric text" in str(summary)
+    values = dict(JudgeScore.objects.filter(dimension="PQ").values_list("item__instance__key", "value"))
+    assert values == {"sample_1.jpg": 0.8, "sample_2.jpg": 0.7, "sample_3.jpg": 0.5, "sample_4.jpg": 0.4}
+    assert set(JudgeScore.objects.filter(dimension="SC").values_list("value", flat=True)) == {0.6}

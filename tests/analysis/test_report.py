@@ -250,3 +250,131 @@ def test_pairwise_demo_reports_win_rates_and_bradley_terry():
     assert top["bt_ci95"][0] <= top["bt_score"] <= top["bt_ci95"][1]
     assert report["study_level"]["preference"]["alpha_nominal"] == pytest.approx(1.0)
     json.dumps(report, allow_nan=False)
+
+
+def test_a_higher_is_better_metric_named_unlike_the_human_dimension_keeps_its_sign_at_model_level(
+        shared_datasets, tmp_path):
+    # VIEScore Subject-Driven IG: DINO and CLIP-I rank the models as the humans' O does (+0.80, +0.60);
+    # negating them (the old lower_is_better=True for any differently named dimension) gave -0.80 and -0.60.
+    from scipy import stats
+
+    viescore = shared_datasets / "viescore"
+    slug = "ImagenHub_Subject-Driven_IG"
+    imagenhub_import(path=viescore / "human_ratings" / slug)
+    (tmp_path / "autometrics").mkdir()
+    (tmp_path / "autometrics" / slug).symlink_to(viescore / "autometrics" / slug)
+    judge_import(path=tmp_path / "autometrics", fmt="autometrics")
+
+    report = build_report(Study.objects.get(slug=slug), n_boot=0)
+    for metric, published in (("DINO", 0.80), ("CLIP_I", 0.60)):
+        judge_means = {m: np.mean([v for v in _metric_values(viescore / "autometrics" / slug / f"{m}.json", metric)])
+                       for m in report["models"] if (viescore / "autometrics" / slug / f"{m}.json").exists()}
+        human_means = {m: report["models"][m]["dimensions"]["O"]["mean"] for m in judge_means}
+        expected = stats.spearmanr(list(judge_means.values()), list(human_means.values()))[0]
+        level = report["judges"][metric]["O"]["model_level"]
+        assert level["spearman_rho"] == pytest.approx(expected) and round(level["spearman_rho"], 2) == published
+        assert level["rmse"] is None  # a similarity is not on the human 0-1 scale
+
+
+def _metric_values(path, metric):
+    return [entry[metric] for entry in json.loads(path.read_text()).values()]
+
+
+def test_skewed_cells_report_percent_agreement_and_gwets_ac1_beside_a_low_kappa(shared_datasets):
+    # ImagenHub Text-Guided IE, DiffEdit SC: raters agree on 95.5 % of pairs yet kappa is 0.18
+    # (nearly every rating is 0); AC1 = 0.954 says what the raw agreement says.
+    report = build_report(imported(shared_datasets, "Text-Guided_IE"), n_boot=200)
+    sc = cell(report, "DiffEdit", "SC")
+    assert round(sc["percent_agreement"], 3) == 0.955 and round(sc["fleiss_kappa"], 2) == 0.18
+    assert round(sc["gwet_ac1"], 3) == 0.954 and sc["gwet_ac2"] > sc["fleiss_kappa"]
+    low, high = sc["gwet_ac1_ci95"]
+    assert low <= sc["gwet_ac1"] <= high
+    assert set(sc["bootstrap_undefined_share"]) >= {"alpha.nominal", "fleiss_kappa", "gwet_ac1", "percent_agreement"}
+    assert all(0 <= share <= 1 for share in sc["bootstrap_undefined_share"].values())
+    assert report["study_level"]["dimensions"]["SC"]["gwet_ac1"] is not None
+    imagic = cell(report, "Imagic", "SC")  # SC = 0 everywhere: full agreement, no chance-corrected value
+    assert imagic["percent_agreement"] == 1.0 and imagic["gwet_ac1"] is None
+    json.dumps(report, allow_nan=False)
+
+
+def _judged_study(tmp_path, rng_seed=4, n_items=8):
+    """An ImagenHub study (3 raters, models A and B, ``n_items`` samples) and a VIEScore judge that
+    scored SC on every sample but PQ (hence O) only on the first 5 of model A's."""
+    rng = np.random.default_rng(rng_seed)
+    uids = [f"s{i}.jpg" for i in range(n_items)]
+    folder = tmp_path / "human" / "ImagenHub_Text-Guided_IE"
+    folder.mkdir(parents=True)
+    truth = rng.integers(0, 3, size=(n_items, 2, 2)) / 2
+    for rater in (1, 2, 3):
+        noisy = np.clip(truth + rng.choice([-0.5, 0, 0, 0.5], size=truth.shape), 0, 1)
+        lines = ["uid\tA\tB"] + [f"{u}\t[{noisy[i, 0, 0]}, {noisy[i, 0, 1]}]\t[{noisy[i, 1, 0]}, {noisy[i, 1, 1]}]"
+                                 for i, u in enumerate(uids)]
+        (folder / f"Text-Guided_IE_rater{rater}.tsv").write_text("\n".join(lines) + "\n")
+    imagenhub_import(path=folder)
+    root = tmp_path / "judge" / "ImagenHub_Text-Guided_IE"
+    judge_sc = {u: int(rng.integers(0, 11)) for u in uids}
+    for model in ("A", "B"):
+        (root / model).mkdir(parents=True)
+        (root / model / "SC.json").write_text(json.dumps({u: {"score": [judge_sc[u]]} for u in uids}))
+    (root / "A" / "PQ.json").write_text(json.dumps({u: {"score": [int(rng.integers(0, 11))]} for u in uids[:5]}))
+    judge_import(path=tmp_path / "judge", fmt="viescore", judge_name="j")
+    return Study.objects.get(slug="ImagenHub_Text-Guided_IE"), judge_sc
+
+
+def test_each_judge_dimension_says_how_many_items_it_used_and_all_aspects_keeps_only_complete_items(tmp_path):
+    study, _ = _judged_study(tmp_path)
+    report = build_report(study, n_boot=0)
+    assert report["judge_items"] == "per_dimension"
+    sc, pq = report["judges"]["j"]["SC"], report["judges"]["j"]["PQ"]
+    assert (sc["items"], pq["items"], report["judges"]["j"]["O"]["items"]) == (16, 5, 5)
+    assert sc["items_missing_other_dimensions"] == 11 and pq["items_missing_other_dimensions"] == 0
+
+    strict = build_report(study, n_boot=0, judge_items="all_aspects")
+    assert strict["judge_items"] == "all_aspects"
+    assert {dim: strict["judges"]["j"][dim]["items"] for dim in ("SC", "PQ", "O")} == {"SC": 5, "PQ": 5, "O": 5}
+    assert strict["models"]["A"]["judges"]["j"]["SC"]["n"] == 5 and "B" not in [
+        m for m, v in strict["models"].items() if v["judges"]]
+    with pytest.raises(ValueError, match="judge_items must be one of per_dimension, all_aspects, got 'some'"):
+        build_report(study, judge_items="some")
+
+
+def test_the_judge_is_set_beside_the_ceiling_like_for_like(tmp_path):
+    from scipy import stats
+
+    study, judge_sc = _judged_study(tmp_path, n_items=12)
+    report = build_report(study, n_boot=0)
+    from analysis import data
+
+    frame = data.ratings_frame(study)
+    wide = frame[frame["model"] == "A"].pivot_table(index="item", columns="rater", values="SC")
+    keys = dict(Item.objects.filter(study=study).values_list("id", "instance__key"))
+    judge = np.array([judge_sc[keys[i]] / 10 for i in wide.index])
+    per_rater = [stats.spearmanr(judge, wide.drop(columns=r).mean(axis=1))[0] for r in wide.columns]
+    block = report["models"]["A"]["judges"]["j"]["SC"]
+    assert block["vs_rest"]["spearman"] == pytest.approx(np.tanh(np.mean(np.arctanh(per_rater))))
+    assert block["vs_rest"]["raters"] == 3
+    comparison = report["judges"]["j"]["SC"]["ceiling_comparison"]
+    assert comparison["pooled"]["human_ceiling"] == report["study_level"]["dimensions"]["SC"]["human_ceiling"]
+    assert comparison["pooled"]["judge_vs_rest"]["spearman"] is not None
+    ceilings = [report["models"][m]["dimensions"]["SC"]["human_ceiling"]["spearman"] for m in ("A", "B")]
+    assert comparison["per_model"]["human_ceiling"]["spearman"] == pytest.approx(
+        np.tanh(np.mean(np.arctanh(ceilings))))
+    assert report["judges"]["j"]["SC"]["pooled"]["spearman"] == report["judges"]["j"]["SC"]["pooled_spearman"]
+    assert "Kendall's tau is averaged the same way" in report["study_level"]["judge_averaging"]
+
+
+def test_kendall_tau_a_is_an_option_of_the_report(tmp_path):
+    study, _ = _judged_study(tmp_path, n_items=12)
+    tau_b, tau_a = build_report(study, n_boot=0), build_report(study, n_boot=0, kendall="a")
+    assert (tau_b["kendall"], tau_a["kendall"]) == ("tau-b", "tau-a")
+    b, a = (r["models"]["A"]["judges"]["j"]["SC"]["kendall"] for r in (tau_b, tau_a))
+    assert abs(a) < abs(b)  # ties on both sides: tau-a divides by all pairs
+    assert tau_a["models"]["A"]["judges"]["j"]["SC"]["spearman"] == tau_b["models"]["A"]["judges"]["j"]["SC"]["spearman"]
+
+
+def test_the_report_command_passes_the_judge_item_convention_and_the_kendall_variant(tmp_path, capsys):
+    study, _ = _judged_study(tmp_path)
+    call_command("report", study.slug, "--json", "--n-boot", "0", "--judge-items", "all_aspects", "--kendall", "a")
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["judge_items"], printed["kendall"]) == ("all_aspects", "tau-a")
+    assert printed["judges"]["j"]["SC"]["items"] == 5

@@ -2,7 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.report import build_report
+from analysis.correlation import KENDALL_VARIANTS
+from analysis.report import JUDGE_ITEMS, build_report
 from tasks.models import Study
 
 
@@ -21,15 +22,21 @@ class Command(BaseCommand):
         parser.add_argument("--n-boot", type=int, default=1000,
                             help="Bootstrap replicates for the agreement and pairwise CIs (0 = no CIs; default 1000)")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap (default 0)")
+        parser.add_argument("--judge-items", choices=JUDGE_ITEMS, default="per_dimension",
+                            help="Compare a judge on every item it scored per dimension (default), or only on "
+                                 "items it scored on all its dimensions (all_aspects, VIEScore's convention)")
+        parser.add_argument("--kendall", choices=KENDALL_VARIANTS, default="b",
+                            help="Kendall's tau-b (default) or tau-a (EvalMi-50K's convention) for judges")
 
     def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
-               **options):
+               judge_items: str = "per_dimension", kendall: str = "b", **options):
         found = Study.objects.filter(slug=study).first()
         if found is None:
             raise CommandError(f"no study with slug {study!r}")
         if n_boot < 0:
             raise CommandError("--n-boot must be 0 or more")
-        report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed)
+        report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
+                              judge_items=judge_items, kendall=kendall)
         if json:
             self.stdout.write(_dumps(report))
             return
