@@ -540,3 +540,29 @@ class StudyBuild(models.Model):
         """Folder (under the images' upload path) of the image files this build writes: removed
         on failure, and found by prune_images if a killed worker left it behind."""
         return f"build-{self.pk}"
+
+
+class ScreenReport(models.Model):
+    """A rater's note about one screen: an image that did not load or looks broken, or a comment.
+
+    Kept apart from ratings (a report is not an answer and never enters analysis) and sent by its
+    own request, so it does not touch the submit path that gold and ordinary screens share. One
+    per rater and screen: a second report replaces the first.
+    """
+
+    COMMENT_MAX = 1000
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="screen_reports")
+    rater = models.ForeignKey("raters.Rater", on_delete=models.CASCADE, related_name="screen_reports")
+    position = models.PositiveIntegerField(help_text="The screen's place in the rater's queue")
+    items = models.JSONField(default=list, blank=True, help_text="Ids of the screen's items (both sides of a pair)")
+    broken_image = models.BooleanField(default=False)
+    comment = models.TextField(blank=True, max_length=COMMENT_MAX)
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["rater", "study", "position"], name="screen_report_once")]
+
+    def __str__(self) -> str:
+        return f"report by rater {self.rater_id} on screen {self.position} of {self.study_id}"

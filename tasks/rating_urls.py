@@ -13,6 +13,7 @@ urlpatterns = [
     path("s/<slug:slug>/rubric", rating_views.rubric, name="rubric"),
     path("s/<slug:slug>/rate", rating_views.next_screen, name="next"),
     path("s/<slug:slug>/rate/<int:position>", rating_views.unit, name="unit"),
+    path("s/<slug:slug>/rate/<int:position>/report", rating_views.unit_report, name="unit_report"),
     path("s/<slug:slug>/more", rating_views.more, name="more"),
     path("s/<slug:slug>/done", rating_views.done, name="done"),
     path("img/<str:sha256>/<str:size>", rating_views.image, name="image"),

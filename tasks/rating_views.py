@@ -42,7 +42,7 @@ from tasks.rating_context import (
     shown_from,
     shown_stamp,
 )
-from tasks.services import RatingRejected, screen_submit
+from tasks.services import RatingRejected, ReportRefused, screen_report, screen_submit
 
 YEAR = 365 * 24 * 3600
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -252,6 +252,32 @@ def _render_screen(request: HttpRequest, participation: Participation, screen: S
     if request.htmx:
         response["HX-Push-Url"] = context["unit_url"]
     return response
+
+
+@require_POST
+def unit_report(request: HttpRequest, slug: str, position: int) -> HttpResponse:
+    """A rater's report on one of their screens (a broken image, a comment). Its own request, so
+    the rating submit stays the same for every screen."""
+    study, participation = _require(request, slug)
+    if (refused := _not_public(request, study)) is not None:
+        return refused
+    screen = screen_at(rater=participation.rater, study=study, position=position, place=False)
+    if screen is None:
+        return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)
+    context = {"study": study, "position": position, "sent": False, "error": "",
+               "broken": request.POST.get("broken") == "yes", "comment": request.POST.get("comment", "")}
+    try:
+        screen_report(rater=participation.rater, screen=screen, broken_image=context["broken"],
+                      comment=context["comment"])
+    except ReportRefused as exc:
+        context["error"] = str(exc)
+    else:
+        context["sent"] = True
+    if request.htmx:
+        return render(request, "rating/screen.html#report", context, status=200)
+    if context["sent"]:
+        return redirect(_unit_url(study, position))
+    return _message(request, study, "Report not sent", context["error"], status=400)
 
 
 def _final(participation: Participation, screen: Screen) -> bool:

@@ -27,7 +27,7 @@ from analysis.zmos import item_mos
 from tasks import protocols
 from tasks.build_services import study_build_problems, study_build_start
 from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
-from tasks.models import Study, StudyBuild
+from tasks.models import ScreenReport, Study, StudyBuild
 from tasks.study_services import (
     StudyActionRefused,
     study_clone,
@@ -165,7 +165,14 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
+    reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
+    context["screen_reports"] = list(reports[:REPORTS_SHOWN])
+    context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(
+        context["screen_reports"])
     return render(request, "research/dashboard.html", context)
+
+
+REPORTS_SHOWN = 50  # the newest; the rest stay in the database (and the admin)
 
 
 class ThresholdForm(forms.Form):

@@ -14,7 +14,7 @@ from raters.gold import may_work
 from raters.models import Rater, RaterStanding
 from raters.services import rating_recorded, study_rules_schedule
 from tasks import protocols
-from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, Study
+from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 
 class RatingRejected(ValueError):
@@ -393,3 +393,34 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
                              counted=counted, rater=rater)
     return ratings
 
+
+
+class ReportRefused(ValueError):
+    """A screen report that cannot be stored; the message is for the rater."""
+
+
+def screen_report(*, rater: Rater, screen, broken_image: bool, comment: str) -> ScreenReport:
+    """Store (or replace) the rater's report on one of their screens.
+
+    ``comment`` is free text from a rater: stripped, at most ``ScreenReport.COMMENT_MAX``
+    characters, no NUL or other control characters but newlines and tabs. A report needs a
+    broken image or a comment. The screen must be the rater's own (``screen_at`` found it).
+    """
+    comment = (comment or "").strip()
+    if len(comment) > ScreenReport.COMMENT_MAX:
+        raise ReportRefused(f"Please keep the comment under {ScreenReport.COMMENT_MAX} characters.")
+    if any(ord(ch) < 32 and ch not in "\n\r\t" for ch in comment) or any(0xD800 <= ord(ch) <= 0xDFFF for ch in comment):
+        raise ReportRefused("The comment contains characters that cannot be stored.")
+    if not broken_image and not comment:
+        raise ReportRefused("Tick “an image is broken” or write a comment.")
+    items: list[int] = []
+    for assignment in screen.assignments:
+        if assignment.item_id:
+            items.append(assignment.item_id)
+        else:
+            items += [assignment.comparison.item_a_id, assignment.comparison.item_b_id]
+    report, _ = ScreenReport.objects.update_or_create(
+        rater=rater, study=screen.study, position=screen.position,
+        defaults={"items": items, "broken_image": broken_image, "comment": comment},
+    )
+    return report

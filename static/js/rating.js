@@ -131,6 +131,7 @@
   document.addEventListener("keydown", function (e) {
     if (e.altKey || e.ctrlKey || e.metaKey) return;
     if (openDialog()) return; // Esc closes dialogs natively
+    if (e.target.closest && e.target.closest(".report")) return;  // the report form types and submits as a form
     var tag = (e.target.tagName || "").toLowerCase();
     if (tag === "textarea" || (tag === "input" && e.target.type !== "radio" && e.target.type !== "checkbox")) return;
     var key = e.key;
@@ -218,12 +219,12 @@
     box.scrollIntoView({ block: "nearest" });
   }
   document.addEventListener("htmx:responseError", function (e) {
-    if (e.target && e.target.id === "rubric-content") return;
+    if (e.target && (e.target.id === "rubric-content" || e.target.id === "report")) return;
     var xhr = e.detail && e.detail.xhr;
     showFailure(explain(xhr ? xhr.status : 0, xhr));
   });
   document.addEventListener("htmx:sendError", function (e) {
-    if (e.target && e.target.id === "rubric-content") return;
+    if (e.target && (e.target.id === "rubric-content" || e.target.id === "report")) return;
     showFailure(explain(0, null));
   });
   document.addEventListener("htmx:beforeRequest", function () {
@@ -235,15 +236,15 @@
   // A new screen: keys typed for the old one are dropped, and the first open question takes the
   // keys as soon as the screen is in the page (not only after htmx settles, ~20 ms later).
   document.addEventListener("htmx:beforeSwap", function (e) {
-    if (e.target && e.target.id !== "rubric-content") cancelTyped();
+    if (e.target && e.target.id !== "rubric-content" && e.target.id !== "report") cancelTyped();
   });
   document.addEventListener("htmx:afterSwap", function (e) {
-    if (e.target && e.target.id === "rubric-content") return;
+    if (e.target && (e.target.id === "rubric-content" || e.target.id === "report")) return;
     active = 0;
     start();
   });
   document.addEventListener("htmx:afterSettle", function (e) {
-    if (e.target && e.target.id === "rubric-content") return;
+    if (e.target && (e.target.id === "rubric-content" || e.target.id === "report")) return;
     start();
     window.scrollTo({ top: 0 });
   });

@@ -254,3 +254,24 @@ def test_on_a_phone_the_pairwise_images_stay_left_and_right_and_an_evalmi_trial_
     legend = page.locator(".q-scale legend").nth(1).bounding_box()  # "Correspondence" fits its column
     first_choice = page.locator(".q-scale").nth(1).locator(".choice").first.bounding_box()
     assert legend["x"] + legend["width"] <= first_choice["x"] + 1
+
+
+def test_a_rater_reports_a_broken_image_from_the_screen_and_keeps_rating(browser_page, screenshot):
+    from tasks.models import ScreenReport
+
+    page = browser_page
+    study = _demo_study("demo-text-to-image", instances=1, units_per_session=2)
+    _enter(page, study, pid="REPORT1")
+    _wait_screen(page, 1, 2)
+    page.keyboard.press("3")  # an answer chosen before reporting stays chosen
+    page.click("#report summary")
+    page.check("#report input[name=broken]")
+    page.fill("#report textarea", "The output is all grey")
+    page.keyboard.press("Enter")  # Enter in the report form does not submit the screen
+    screenshot(page, "report-form", full_page=False)
+    page.click("#report button")
+    page.wait_for_selector("[data-testid=report-sent]")
+    screenshot(page, "report-sent", full_page=False)
+    report = ScreenReport.objects.get()
+    assert report.broken_image and report.comment == "The output is all grey"
+    assert page.is_checked(".question >> nth=0 >> input[value='1']") and not Rating.objects.exists()
