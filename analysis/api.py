@@ -12,8 +12,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -75,16 +73,6 @@ def _visible_runs(user):
     return JudgeRun.objects.filter(study__in=Study.objects.visible_to(user)).select_related("judge", "study")
 
 
-class BoundedJSONParser(JSONParser):
-    """JSON whose nesting is too deep for Python's decoder is a 400, not a 500 (RecursionError)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - nested too deeply") from None
-
-
 _REFUSED = inline_serializer("JudgeRunRefused", {"detail": serializers.CharField()})
 
 
@@ -100,7 +88,6 @@ class JudgeRunList(generics.ListAPIView):
 
     permission_classes = RESEARCH_PERMISSIONS
     serializer_class = JudgeRunOutput
-    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
 
     class StartInput(serializers.Serializer):
         study = serializers.SlugField(max_length=100, help_text="Slug of a study you own")
