@@ -152,15 +152,18 @@ def _foreign_objects(name: str, *, owner) -> dict:
     item = make_item(study, model="Foreign")
     rater = make_rater()
     rating_submit(rater=rater, item=item, values={"SC": 1.0, "PQ": 1.0}, require_assignment=False)
-    judge = Judge.objects.create(name=f"Foreign judge {name}", kind="viescore",
-                                 params={"base_url": "http://127.0.0.1:9/v1", "model": "foreign-model"})
+    judge = Judge.objects.create(name=f"Foreign judge {name}", kind="viescore", owner=owner,
+                                 params={"endpoint": "default", "model": "foreign-model"})
+    build = StudyBuild.objects.create(owner=owner, slug=f"matrix-{name}-built", state=StudyBuild.State.FAILED,
+                                      problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     run = JudgeRun.objects.create(judge=judge, study=study, total=1, config_hash=name, state=JudgeRun.State.FAILED)
     JudgeScore.objects.create(run=run, item=item, dimension="SC", value=0.5)
     pairs = make_study(slug=f"matrix-{name}-pairs", protocol="pairwise")
     pairs.owners.add(owner)
     comparison = make_comparison(pairs)
     return {"study": study, "rater": rater, "item": item, "judge": judge, "run": run, "comparison": comparison,
-            "path": {"rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "sha256": item.image.sha256}}
+            "path": {"rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "sha256": item.image.sha256,
+                     "build_id": build.pk}}
 
 
 def fill(route: str, params: dict) -> str:
@@ -259,6 +262,7 @@ PATH_PARAMETERS = {
     "slug": "study",  # the study itself: the persona test covers other studies' owners
     "rater_id": "object",
     "pk": "object",  # a judge run (API)
+    "build_id": "object",  # a study build (its uploader's)
     "run_id": "object",  # a judge run (judges page)
     "sha256": "object",  # an image
     "position": "own queue",  # a place in the requester's own queue (screen_at(rater=…)): no one else's
@@ -354,8 +358,6 @@ def test_object_ids_in_the_query_or_form_never_reach_another_studys_objects(worl
     assert _foreign_state(world) == before, "a request naming another study's object changed it"
 
 
-@pytest.mark.xfail(strict=True, reason="judges are global by name here; the judges branch makes them owned (strict: "
-                                       "this fails once that lands, then drop the mark)")
 def test_the_owner_cannot_run_another_researchers_judge_by_name_on_their_own_study(world, client):
     client.force_login(world["personas"]["owner"])
     foreign = world["foreign"]["others-study"]
