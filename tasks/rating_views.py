@@ -261,7 +261,8 @@ def unit_report(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     study, participation = _require(request, slug)
     if (refused := _not_public(request, study)) is not None:
         return refused
-    screen = screen_at(rater=participation.rater, study=study, position=position, place=False)
+    screen = (screen_at(rater=participation.rater, study=study, position=position, place=False)
+              if position <= POSITION_MAX else None)
     if screen is None:
         return _message(request, study, "Not your item", "This item is not assigned to you (any more).", status=403)
     context = {"study": study, "position": position, "sent": False, "error": "",

@@ -20,7 +20,7 @@ from django.utils import timezone
 from analysis.models import Judge, JudgeRun
 from raters.models import RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
-from tasks.models import GoldAnswer, Participation, Rating, Study
+from tasks.models import GoldAnswer, Participation, Rating, Study, StudyBuild
 from tests.factories import crowd_enter, make_comparison, make_item, make_rater, make_study, make_user
 from tests.hardening.test_authorization_matrix import body_of, url_patterns
 
@@ -76,9 +76,12 @@ def hostile_world(db):
     Participation.objects.filter(rater=rater, study=study).update(consented_at=timezone.now(),
                                                                   instructions_seen_at=timezone.now())
     assignment_next(rater=rater, study=study)
-    judge = Judge.objects.create(name="Hostile judge", kind="viescore", params={})
+    judge = Judge.objects.create(name="Hostile judge", kind="viescore", params={}, owner=owner)
     run = JudgeRun.objects.create(judge=judge, study=study, total=4, config_hash="x")
+    build = StudyBuild.objects.create(owner=owner, slug="hostile-built", state=StudyBuild.State.FAILED,
+                                      problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
+            "build_id": build.pk,
             "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160"}
     return {"study": study, "real": real,
             "personas": {"anonymous": None, "rater": rater_user, "owner": owner}}
