@@ -2,7 +2,10 @@
 
 ``study_build_job`` may be delivered twice (acks_late after a worker was killed):
 :func:`tasks.build_services.study_build_run` claims the build with a conditional UPDATE, so a
-build runs once; a build whose worker died is claimed again once its progress is stale.
+build runs once; a build whose worker died is claimed again once its progress is stale, or at
+once by the same task delivered again. That relies on the broker not handing a task that is still
+running to a second worker: Redis's visibility timeout (1 h by default) must exceed
+HARD_LIMIT_SECONDS.
 """
 
 from __future__ import annotations

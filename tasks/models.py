@@ -503,7 +503,8 @@ class StudyBuild(models.Model):
     total = models.PositiveIntegerField(default=0)
     problems = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, help_text="An unexpected failure (not a problem of the bundle)")
-    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              help_text="The study built; deleting it deletes its build's record")
     task_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -281,6 +281,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(Item, ("study", "instance", "gen_model"), [by_study(Item), *items_of_parts]),
         _DeleteStep(Instance, ("study",), [by_study(Instance)]),
         _DeleteStep(GenModel, ("study",), [by_study(GenModel)]),
+        _DeleteStep(StudyBuild, ("study",), [by_study(StudyBuild)]),
         _DeleteStep(Study, (), [Study.objects.filter(pk__in=study_ids)]),
     ]
 

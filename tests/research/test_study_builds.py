@@ -238,3 +238,13 @@ def test_the_page_of_a_build_whose_worker_stopped_says_so(client, researcher):
     StudyBuild.objects.filter(pk=build.pk).update(state="running", heartbeat_at=timezone.now() - timedelta(hours=2))
     client.force_login(researcher)
     assert "its worker has stopped" in client.get(reverse("research-study-build", args=[build.pk])).content.decode()
+
+
+def test_deleting_a_built_study_deletes_its_build_record_and_keeps_other_builds(researcher):
+    from tasks.study_services import study_delete
+
+    built = _queued_build(owner=researcher)
+    study_build_job.delay(built.pk)
+    other = _queued_build(owner=researcher, slug="another")
+    study_delete(study=Study.objects.get(slug="queued-study"))
+    assert list(StudyBuild.objects.values_list("pk", flat=True)) == [other.pk]
