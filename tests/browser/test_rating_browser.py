@@ -11,6 +11,17 @@ from tasks.models import Rating, RatingRevision, Study
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
+    """Poll a JS expression with page.evaluate: wait_for_function evals its predicate in the page,
+    which the Content-Security-Policy (script-src 'self', no 'unsafe-eval') refuses."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        page.wait_for_timeout(50)
+
+
 def _demo_study(slug: str, *, instances: int = 1, **fields) -> Study:
     """One of the demo studies, built small (the demo's scenes, fewer instances)."""
     spec = next(s for s in demo.DEMO_STUDIES if s.slug == slug)
@@ -189,7 +200,7 @@ def test_every_layout_renders_its_conditions_and_is_saved_as_a_screenshot(browse
         study = _demo_study(slug, instances=1, units_per_session=1)
         _enter(page, study, pid=f"SHOT{n}")
         page.wait_for_selector("#unit .question")
-        page.wait_for_function("Array.from(document.querySelectorAll('#unit img')).every(i => i.complete && i.naturalWidth > 0)")
+        _wait_until(page, "Array.from(document.querySelectorAll('#unit img')).every(i => i.complete && i.naturalWidth > 0)")
         conditions = page.locator(".condition").count()
         expected = {"demo-mask-guided-editing": 2, "demo-text-guided-editing": 1, "demo-subject-driven-generation": 1,
                     "demo-multi-concept-composition": 2, "demo-subject-driven-editing": 2,

@@ -17,6 +17,17 @@ from tests.research.test_exports import _imagenhub_study_with_votes
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
+    """Poll a JS expression with page.evaluate: wait_for_function evals its predicate in the page,
+    which the Content-Security-Policy (script-src 'self', no 'unsafe-eval') refuses."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        page.wait_for_timeout(50)
+
+
 @pytest.fixture
 def page(browser_page):
     return browser_page
@@ -83,7 +94,7 @@ def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live
     page.wait_for_selector("#live table.agreement")
     for image in page.locator("main img").all():  # lazy images load once scrolled to
         image.scroll_into_view_if_needed()
-    page.wait_for_function("Array.from(document.images).every(img => img.complete && img.naturalWidth > 0)")
+    _wait_until(page, "Array.from(document.images).every(img => img.complete && img.naturalWidth > 0)")
     assert page.locator("img[alt^='Scatter of viescore-gpt SC']").count() == 1
     assert "18 of 18 ratings needed" in page.inner_text("#live")
     _shot(page, "research-dashboard")
@@ -92,7 +103,7 @@ def test_the_dashboard_shows_progress_agreement_and_plots_and_refreshes_its_live
     page.evaluate(
         "htmx.ajax('GET', window.location.pathname, {target: '#live', swap: 'outerHTML'})"
     )
-    page.wait_for_function("!document.querySelector('#live').dataset.marker")
+    _wait_until(page, "!document.querySelector('#live').dataset.marker")
     assert page.locator("#live").get_attribute("hx-trigger") == "every 10s"
     # the researcher sets a strict threshold for the study: every α cell turns red
     page.fill("#id_agreement_threshold", "0.9")
