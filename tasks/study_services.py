@@ -273,8 +273,6 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(RaterAction, ("study",), [by_study(RaterAction)]),
         _DeleteStep(Participation, ("study",), [by_study(Participation)]),
         _DeleteStep(ScreenReport, ("study",), [by_study(ScreenReport)]),
-        # the build that created the study: its record goes with the study (its files went when it finished)
-        _DeleteStep(StudyBuild, ("study",), [by_study(StudyBuild)]),
         _DeleteStep(owners, ("study",), [by_study(owners)]),
         _DeleteStep(ConditionImage, ("instance",), [ConditionImage.objects.filter(instance__in=instances)]),
         _DeleteStep(Comparison, ("study", "item_a", "item_b"), [by_study(Comparison), *comparisons_of_items]),
