@@ -282,8 +282,10 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def more(request: HttpRequest, slug: str) -> HttpResponse:
-    """Another session of screens for a rater who wants to go on."""
+    """Another session of screens for a rater who wants to go on (only once the open one is done)."""
     study, participation = _require(request, slug)
+    if next_position(rater=participation.rater, study=study) is not None:  # screens left: those first
+        return redirect("rating:next", study.slug)
     try:
         claimed = assignment_batch_claim(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
