@@ -108,6 +108,12 @@ QUALITY_RULES_MIN_INTERVAL_SECONDS = envint("QUALITY_RULES_MIN_INTERVAL_SECONDS"
 
 # Rating: a rater's unrated units return to the pool after this long without a request from them.
 ASSIGNMENT_LEASE_SECONDS = envint("ASSIGNMENT_LEASE_SECONDS", 30 * 60, minimum=60)
+# Crowd hoarding guards (tasks.assignment, tasks.crowd): a rater who has not submitted anything
+# holds a short lease; such raters together may lease at most this share of a study's open units;
+# one address may start at most this many new crowd participations an hour.
+ASSIGNMENT_FIRST_LEASE_SECONDS = envint("ASSIGNMENT_FIRST_LEASE_SECONDS", 10 * 60, minimum=60)
+CROWD_NEWCOMER_SHARE_PERCENT = envint("CROWD_NEWCOMER_SHARE_PERCENT", 50, minimum=1)
+CROWD_NEW_PARTICIPATIONS_PER_ADDRESS_HOUR = envint("CROWD_NEW_PARTICIPATIONS_PER_ADDRESS_HOUR", 60, minimum=1)
 
 # Production hardening (README "Security"): on by default when DEBUG is off; each one can be
 # turned off from the environment, e.g. behind a proxy that already redirects to HTTPS.

@@ -15,6 +15,17 @@ per rated image, faster than people rate with a prompt to read), because in a cl
 
 Afterwards: no item has more live assignments or ratings than its quota, and no (rater, item)
 pair was rated twice.
+
+Two crowd scenarios instead of the loop (``--scenario``):
+
+    .venv/bin/python -m bench.rating_loop --scenario crowd1000 [--raters 1000] [--screen-every 5] [--seconds 60]
+    .venv/bin/python -m bench.rating_loop --scenario arrival200 [--raters 200]
+
+``crowd1000``: 1,000 raters at human pace, arriving over the first ``--screen-every`` × 4 seconds,
+each showing one screen about every ``--screen-every`` seconds (two pauses around each submit);
+screen and submit p95 < 100 ms with no error. ``arrival200``: 200 raters open the study link
+within one second; from the link to their first rating screen (start, consent, instructions,
+the session claim, the screen) p95 < 2 s, no error.
 """
 
 from __future__ import annotations
@@ -187,6 +198,77 @@ async def run_raters(port: int, names: list[str], seconds: float, think: float,
     return stats, time.monotonic() - start
 
 
+async def run_crowd(port: int, names: list[str], seconds: float, screen_every: float) -> tuple[Stats, float]:
+    """Raters at human pace: each arrives at a random moment in the first 4 × ``screen_every``
+    seconds, enters, then rates one screen about every ``screen_every`` seconds until the end."""
+    stats, arrivals = Stats(), Stats()
+    start = time.monotonic()
+    deadline = start + seconds
+
+    async def rater(name: str) -> None:
+        rng = random.Random(name)
+        await asyncio.sleep(rng.uniform(0, 4 * screen_every))
+        client = Client(HOST, port)
+        if await enter(client, name, arrivals):
+            await rate_loop(client, stats, deadline, screen_every / 2, rng)
+
+    await asyncio.gather(*(rater(n) for n in names))
+    for what, n in arrivals.errors.items():
+        stats.errors[f"entry: {what}"] = n
+    stats.by_kind["claim"] = arrivals.by_kind.get("claim", [])
+    return stats, time.monotonic() - start
+
+
+async def run_arrival(port: int, names: list[str], within: float = 1.0) -> Stats:
+    """Raters opening the link within ``within`` seconds: time from the link to the first screen."""
+    stats = Stats()
+
+    async def rater(name: str) -> None:
+        rng = random.Random(name)
+        await asyncio.sleep(rng.uniform(0, within))
+        client = Client(HOST, port)
+        began = time.monotonic()
+        if not await enter(client, name, stats):
+            return
+        screen = await client.request("GET", (await client.request("GET", f"/s/{SLUG}/rate")).header("location"))
+        if screen.status != 200 or not _FIELD.search(screen.text):
+            stats.error(f"first screen {screen.status}")
+            return
+        stats.add("first screen", time.monotonic() - began)
+
+    await asyncio.gather(*(rater(n) for n in names))
+    return stats
+
+
+def crowd_scenarios(args, port: int) -> bool:
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    if args.scenario == "crowd1000":
+        names = [f"crowd{i:05d}" for i in range(args.raters)]
+        stats, took = asyncio.run(run_crowd(port, names, args.seconds, args.screen_every))
+        p95 = {k: percentile(v, 95) * 1000 for k, v in stats.by_kind.items()}
+        worst = max(p95.get("next", 0), p95.get("submit", 0))
+        print(f"{args.raters} raters, a screen every ~{args.screen_every:g} s each, {took:.0f} s "
+              f"(load average before {load}, after {' '.join(open('/proc/loadavg').read().split()[:3])}): "
+              f"{len(stats.latencies) / took:.0f} req/s, {stats.ratings} ratings; p95 screen {p95.get('next', 0):.1f} ms, "
+              f"submit {p95.get('submit', 0):.1f} ms, session claim on arrival {p95.get('claim', 0):.1f} ms, "
+              f"p50 all {percentile(stats.latencies, 50) * 1000:.1f} ms; errors {dict(stats.errors) or 0}")
+        ok = worst < 100 and not stats.errors
+        print(f"screen and submit p95 < 100 ms with 0 errors: {verdict(ok)}")
+        return ok
+    names = [f"arrive{i:05d}" for i in range(args.raters)]
+    stats = asyncio.run(run_arrival(port, names))
+    first = stats.by_kind.get("first screen", [])
+    p95 = percentile(first, 95) if first else float("inf")
+    print(f"{args.raters} raters opening the link within 1 s (load average before {load}, after "
+          f"{' '.join(open('/proc/loadavg').read().split()[:3])}): first screen p50 "
+          f"{percentile(first, 50) if first else float('nan'):.2f} s, p95 {p95:.2f} s, max {max(first, default=0):.2f} s; "
+          f"session claim p95 {percentile(stats.by_kind.get('claim', [0.0]), 95) * 1000:.0f} ms; "
+          f"{len(first)} reached a screen; errors {dict(stats.errors) or 0}")
+    ok = p95 < 2 and not stats.errors and len(first) == args.raters
+    print(f"first screen p95 < 2 s with 0 errors: {verdict(ok)}")
+    return ok
+
+
 async def run_bare(port: int, clients: int, seconds: float, meter: CpuMeter | None = None) -> tuple[Stats, float]:
     stats = Stats()
     if meter:
@@ -340,8 +422,14 @@ def main() -> int:
                         help="alternate bare and rating phases this many times per level (seconds split among them)")
     parser.add_argument("--broker", default=os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/9"),
                         help="Celery broker for the rater-quality jobs ('' = eager: jobs run inside requests)")
+    parser.add_argument("--scenario", choices=("loop", "crowd1000", "arrival200"), default="loop",
+                        help="the throughput loop (default) or one of the crowd scenarios (see the module doc)")
+    parser.add_argument("--raters", type=int, help="crowd scenarios: raters (default 1000 / 200)")
+    parser.add_argument("--screen-every", type=float, default=5.0, help="crowd1000: seconds per screen per rater")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
+    if args.scenario != "loop":
+        args.raters = args.raters or (1000 if args.scenario == "crowd1000" else 200)
 
     with scratch_database() as url:
         django_setup(url, static=True)
@@ -357,6 +445,9 @@ def main() -> int:
         results, ok = [], True
         try:
             asyncio.run(wait_for_server(HOST, port))
+            if args.scenario != "loop":
+                print(f"gunicorn {args.workers} sync workers, PostgreSQL, {args.items} items × {RATERS_PER_ITEM} raters")
+                return 0 if crowd_scenarios(args, port) else 1
             print(f"gunicorn {args.workers} sync workers on {HOST}:{port}, PostgreSQL {url.rsplit('/', 1)[1]}, "
                   f"Celery {'worker on ' + args.broker if args.broker else 'eager (jobs inside requests)'}, "
                   f"{args.items} items × {RATERS_PER_ITEM} raters each; {args.seconds:.0f} s per phase")

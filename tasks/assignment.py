@@ -25,6 +25,7 @@ one screen of several gold items).
 
 from __future__ import annotations
 
+import math
 import random
 import secrets
 from collections import defaultdict
@@ -33,8 +34,7 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import CharField, Count, F, Func, Max, Min, Q, Subquery, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
@@ -42,8 +42,10 @@ from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
 from tasks import protocols
 from tasks.joined import JoinedRow, Part
 from tasks.models import (
+    RANK_RANGE,
     Assignment,
     Comparison,
+    ComparisonGold,
     GenModel,
     GoldAnswer,
     Instance,
@@ -94,6 +96,28 @@ class Screen:
 
 def lease_length() -> timedelta:
     return timedelta(seconds=getattr(settings, "ASSIGNMENT_LEASE_SECONDS", 1800))
+
+
+def first_lease_length() -> timedelta:
+    """The lease of a rater who has not submitted anything in the study yet: short, so units held
+    by ids that never rate (abandoned or fake) go back to the pool quickly. Never above the lease."""
+    return min(timedelta(seconds=getattr(settings, "ASSIGNMENT_FIRST_LEASE_SECONDS", 600)), lease_length())
+
+
+def _has_submitted(rater: Rater, study: Study):
+    """Queryset that exists when the rater has finished at least one unit in the study."""
+    return Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.DONE)
+
+
+def _leases_extend(*, rater: Rater, study: Study, now: datetime) -> datetime:
+    """Extend the rater's leased units: by the full lease once they have submitted something, by
+    the short first lease before (one UPDATE either way). Returns the shorter bound, a lower
+    bound on what was set, for callers that keep leases in memory."""
+    full, first = now + lease_length(), now + first_lease_length()
+    Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED).update(
+        lease_expires_at=Case(When(Exists(_has_submitted(rater, study)), then=Value(full)), default=Value(first))
+    )
+    return first
 
 
 def participation_get_or_create(*, rater: Rater, study: Study, crowd: dict | None = None) -> Participation:
@@ -279,9 +303,16 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
     quota = study.raters_per_item
     seen = _seen_items(rater)
     whole_set = study.assignment_mode == Study.AssignmentMode.WHOLE_SET and study.protocol == protocols.IMAGENHUB
-    if connection.vendor == "postgresql" and not whole_set:
-        return _claim_items_ordered_in_sql(rater=rater, study=study, rng=rng, position=position,
-                                           lease_until=lease_until, seen=seen)
+    if not whole_set:
+        # NOT EXISTS, not the LEFT JOINs of gold__isnull: an anti-join keeps the index order.
+        free = Item.objects.filter(~Exists(GoldAnswer.objects.filter(item=OuterRef("pk"))),
+                                   ~Exists(AttentionCheck.objects.filter(item=OuterRef("pk"))),
+                                   study=study, claims__lt=quota).exclude(seen)
+        return _claim_by_rank(
+            model=Item, free=free, need=study.units_per_session, quota=quota, rng=rng,
+            build=lambda pk, n: Assignment(study=study, rater=rater, item_id=pk, position=position + n, slot=0,
+                                           lease_expires_at=lease_until),
+        )
     pool = list(
         Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota)
         .exclude(seen)
@@ -308,33 +339,51 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
     return len(_claim_units(model=Item, candidates=candidates, need=study.units_per_session, quota=quota, build=build))
 
 
-def _claim_items_ordered_in_sql(*, rater, study, rng, position, lease_until, seen) -> int:
-    """Balanced claims on PostgreSQL: the database orders the free items (least claimed first,
-    ties in a random order seeded like the Python shuffle: md5 of the pk and a seeded salt) and
-    sends a few times the session's need, not the whole pool (50,000 rows in an EvalMi-sized
-    study); another page only when concurrent claimers took most of them."""
-    need, quota = study.units_per_session, study.raters_per_item
-    salt = f":{rng.getrandbits(64)}"
-    free = (
-        Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota)
-        .exclude(seen)
-        .annotate(shuffle=Func(Concat(Cast("pk", CharField()), Value(salt)), function="md5", output_field=CharField()))
-        .order_by("claims", "shuffle")
-        .values_list("pk", flat=True)
-    )
+def _free_by_rank(*, free, rng: random.Random, quota: int, page: int):
+    """Pages of (pk, claims) of ``free`` (units under quota, not seen by the rater): least claimed first,
+    and within one claim count in the order of the units' random ``rank`` from a random start,
+    wrapping round. Each page is a keyset read of the (study, claims, rank) index, so a claim
+    reads about what it takes (O(batch)), not the study's whole free pool, and nothing sorts the
+    pool. Units claimed meanwhile (by anyone) are skipped or refused by the claim itself."""
+    start = rng.randrange(RANK_RANGE)
+    for claims in range(quota):
+        level = free.filter(claims=claims)
+        for part in (Q(rank__gte=start), Q(rank__lt=start)):
+            after = None
+            while True:
+                # Keyset on rank alone (the index order): units sharing a rank with a page's
+                # last one (1 in 2^31 a pair) are skipped by this claim, not lost to the pool.
+                rows = level.filter(part) if after is None else level.filter(part, rank__gt=after)
+                found = list(rows.order_by("rank").values_list("pk", "rank")[:page])
+                if not found:
+                    break
+                yield [(pk, claims) for pk, _ in found]
+                if len(found) < page:
+                    break
+                after = found[-1][1]
+
+
+def _claim_by_rank(*, model, free, need: int, quota: int, rng: random.Random, build) -> int:
+    """Claim ``need`` units of ``free`` in ``_free_by_rank`` order; how many were won. Pages are
+    gathered until they cover what is still needed (a page cut short by the wrap round or by the
+    end of a claim level is topped up from the next), so a session is usually one claim. The
+    gathered units are shuffled with ``rng`` within each claim count: rank order is the same for
+    every rater, the order of a rater's screens must not be."""
     won: list[int] = []
-    tried: list[int] = []
-    while len(won) < need:
-        page = list(free.exclude(pk__in=tried)[: 4 * (need - len(won)) + 8]) if tried else list(free[: 4 * need + 8])
-        if not page:
-            break
-        tried += page
-        offset = position + len(won)
-        won += _claim_units(
-            model=Item, candidates=page, need=need - len(won), quota=quota,
-            build=lambda pk, n, offset=offset: Assignment(study=study, rater=rater, item_id=pk, position=offset + n,
-                                                          slot=0, lease_expires_at=lease_until),
-        )
+    pages = _free_by_rank(free=free, rng=rng, quota=quota, page=2 * need + 8)
+    exhausted = False
+    while len(won) < need and not exhausted:
+        gathered: list[tuple[int, int]] = []
+        while len(gathered) < need - len(won):
+            page = next(pages, None)
+            if page is None:
+                exhausted = True
+                break
+            gathered += page
+        candidates = [pk for pk, _ in _least_claimed_first(gathered, rng)]
+        if candidates:
+            won += _claim_units(model=model, candidates=candidates, need=need - len(won), quota=quota,
+                                build=lambda pk, n, first=len(won): build(pk, first + n))
     return len(won)
 
 
@@ -367,21 +416,55 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
 def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
     seen = Assignment.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
     rated = Rating.objects.filter(rater=rater, comparison__isnull=False).values("comparison_id")
-    pool = list(
-        Comparison.objects.filter(study=study, gold__isnull=True, claims__lt=study.raters_per_item)
-        .exclude(pk__in=seen)
-        .exclude(pk__in=rated)
-        .values_list("pk", "claims")
-    )
+    free = (Comparison.objects.filter(~Exists(ComparisonGold.objects.filter(comparison=OuterRef("pk"))),
+                                      study=study, claims__lt=study.raters_per_item)
+            .exclude(pk__in=seen).exclude(pk__in=rated))
 
     def build(pk: int, n: int) -> Assignment:
         left = rng.choice("AB")  # sides randomised per rater and recorded
         return Assignment(study=study, rater=rater, comparison_id=pk, position=position + n, slot=0,
                           presentation={"left": left}, lease_expires_at=lease_until)
 
-    candidates = [row[0] for row in _least_claimed_first(pool, rng)]
-    return len(_claim_units(model=Comparison, candidates=candidates, need=study.units_per_session,
-                            quota=study.raters_per_item, build=build))
+    return _claim_by_rank(model=Comparison, free=free, need=study.units_per_session, quota=study.raters_per_item,
+                          rng=rng, build=build)
+
+
+def _session_need(study: Study) -> int:
+    """Units one session claims (balanced mode; a whole-set session is counted as one of these)."""
+    per_screen = study.protocol_settings.get("images_per_trial", 1) if study.protocol == protocols.EVALMI else 1
+    return study.units_per_session * per_screen
+
+
+NEWCOMER_SESSIONS_FREE = 5
+
+
+def _newcomers_may_claim(*, study: Study, now: datetime) -> bool:
+    """Whether a rater who has not submitted anything may claim a session now.
+
+    Raters with nothing submitted (new, or ids that never rate) may together lease at most
+    ``CROWD_NEWCOMER_SHARE_PERCENT`` of the study's open units: the units still taking claims plus
+    the ones they hold, and always ``NEWCOMER_SESSIONS_FREE`` sessions' worth (so a small study,
+    or the first raters of any, can start). So a swarm of fresh crowd ids cannot lock a study;
+    raters who have rated are never held back by it. Cost: counting those raters' leases, and counting the open units
+    only up to the number that would make room (an index range, not the pool).
+    """
+    share = getattr(settings, "CROWD_NEWCOMER_SHARE_PERCENT", 50) / 100
+    if share >= 1 or first_lease_length() >= lease_length():
+        return True
+    # Their leases are the ones no longer than a first lease: raters who have submitted hold full
+    # ones (extended every few minutes while they work), so this counts newcomers' units plus
+    # those of raters gone quiet for most of a lease, which lapse soon anyway. One range of the
+    # partial lease index, whatever the planner knows: joining every lease to the rater's done
+    # units instead took 95 ms at 400 leases on a freshly filled table.
+    held = Assignment.objects.filter(study=study, state=Assignment.State.LEASED,
+                                     lease_expires_at__lte=now + first_lease_length()).count()
+    if held + _session_need(study) <= NEWCOMER_SESSIONS_FREE * _session_need(study):
+        return True
+    # held + need <= share * (open + held)  <=>  open >= (held + need) / share - held
+    wanted = math.ceil((held + _session_need(study)) / share - held)
+    units = Comparison if study.protocol == protocols.PAIRWISE else Item
+    open_units = units.objects.filter(study=study, claims__lt=study.raters_per_item).order_by()  # no Meta ordering joins
+    return open_units[:wanted].count() >= wanted
 
 
 def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None = None,
@@ -393,19 +476,33 @@ def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None =
     by (participation seed, batch number), and recorded as assignment positions. Stale leases in
     the study are expired first, so their units are free to claim. ``checked``: the caller has
     just run ``may_work`` for this rater (skips a second check).
+
+    Against hoarding, raises AssignmentUnavailable (claiming nothing) while the rater still has a
+    leased unit in the study (one open session at a time), and for a rater who has not submitted
+    anything when such raters already hold their share of the study (``_newcomers_may_claim``);
+    that rater's session gets the short first lease.
     """
     if not checked:  # a participation read with the standing (``participation_of``) saves a query
         _check_can_rate(rater, study, standing=getattr(participation, "standing", None))
     now = now or timezone.now()
     assignments_expire(study=study, now=now)
     participation = participation or participation_get_or_create(rater=rater, study=study)
+    mine = Assignment.objects.filter(rater=rater, study=study).aggregate(
+        top=Max("position"), leased=Count("pk", filter=Q(state=Assignment.State.LEASED)),
+        done=Count("pk", filter=Q(state=Assignment.State.DONE)))
+    if mine["leased"]:  # one open session per rater: no hoarding by asking again and again
+        raise AssignmentUnavailable("Rate the screens you have before asking for more.")
+    if not mine["done"] and not _newcomers_may_claim(study=study, now=now):
+        raise AssignmentUnavailable("Many new raters are starting right now. Please try again in a few minutes.")
     batch = participation.batches
     # Only one request of this rater claims batch n (two tabs, double clicks).
     if not Participation.objects.filter(pk=participation.pk, batches=batch).update(batches=batch + 1):
         return 0
     rng = random.Random(f"{participation.seed}:{batch}")
-    kwargs = {"rater": rater, "study": study, "rng": rng, "position": _next_position(rater, study),
-              "lease_until": now + lease_length()}
+    # Until their first submit a rater's units lapse quickly (ids that never rate lock nothing long).
+    lease = lease_length() if mine["done"] else first_lease_length()
+    kwargs = {"rater": rater, "study": study, "rng": rng, "position": 0 if mine["top"] is None else mine["top"] + 1,
+              "lease_until": now + lease}
     if study.protocol == protocols.PAIRWISE:
         claimed = _claim_comparisons(**kwargs)
     elif study.protocol == protocols.EVALMI:
@@ -634,11 +731,9 @@ def screen_place(*, rater: Rater, study: Study, screen: Screen) -> Screen:
 
 
 def assignments_touch(*, rater: Rater, study: Study, now: datetime | None = None) -> None:
-    """Extend the leases of the rater's open assignments: they are active."""
-    now = now or timezone.now()
-    Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.LEASED).update(
-        lease_expires_at=now + lease_length()
-    )
+    """Extend the leases of the rater's open assignments: they are active (see ``_leases_extend``:
+    a rater who has not submitted anything yet keeps only the short first lease)."""
+    _leases_extend(rater=rater, study=study, now=now or timezone.now())
 
 
 def next_position(*, rater: Rater, study: Study) -> int | None:
@@ -689,16 +784,18 @@ def screen_shown(*, rater: Rater, screen: Screen, now: datetime | None = None) -
     this screen's own units). So showing a screen writes nothing, except one UPDATE every few
     minutes per rater."""
     now = now or timezone.now()
-    until = now + lease_length()
-    leased = [a for a in screen.assignments if a.state == Assignment.State.LEASED]
     # Every extension sets all of the rater's leased units to the same time, and a claim gives a
-    # later one, so a recent lease on any unit of this screen (a done one too: completing keeps
-    # its lease time) means all the rater's leases are recent.
-    if not all(a.lease_expires_at and a.lease_expires_at > until - TOUCH_EVERY for a in screen.assignments):
-        Assignment.objects.filter(rater=rater, study=screen.study, state=Assignment.State.LEASED).update(
-            lease_expires_at=until
-        )
+    # later one, so a recent lease on this screen's leased units means all the rater's leases are
+    # recent. A rater who has not submitted yet holds only the short first lease, never that
+    # recent: their leases are re-set to a short one on each screen until the first submit (one
+    # UPDATE, which also finds out which kind of rater this is). A revisited screen has only done
+    # units, whose lease time stayed as it was when completed (possibly a short first lease):
+    # judged against the short bound, so going back over the first screens writes nothing.
+    leased = [a for a in screen.assignments if a.state == Assignment.State.LEASED]
+    until = now + (lease_length() if leased else first_lease_length())
+    if not all(a.lease_expires_at and a.lease_expires_at > until - TOUCH_EVERY for a in leased or screen.assignments):
+        first = _leases_extend(rater=rater, study=screen.study, now=now)
         for assignment in leased:
-            assignment.lease_expires_at = until
+            assignment.lease_expires_at = first
     for assignment in screen.assignments:
         assignment.shown_at = now

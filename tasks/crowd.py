@@ -75,6 +75,87 @@ def mturk_submit_url(crowd: dict) -> str:
     return f"{crowd['turkSubmitTo']}/mturk/externalSubmit"
 
 
+# ------------------------------------------------------------------ joining and resuming
+
+# The ids the platform gives one worker's one attempt, next to the worker id (which alone is not
+# secret: it shows in links, screenshots and other studies' data).
+IDENTIFYING = {Rater.Platform.PROLIFIC: ("STUDY_ID", "SESSION_ID"), Rater.Platform.MTURK: ("assignmentId", "hitId")}
+
+
+class CrowdEntryRefused(Exception):
+    """This browser may not take over the participation; the message tells the worker why."""
+
+
+def crowd_resume_allowed(stored: dict, entry: CrowdEntry) -> bool:
+    """Whether a link may resume a participation in a browser that does not know it yet: only
+    with the same platform ids the participation began with (all of them, none empty)."""
+    keys = IDENTIFYING.get(entry.platform, ())
+    return bool(keys) and all(entry.params.get(key) and entry.params.get(key) == stored.get(key) for key in keys)
+
+
+STARTED_ELSEWHERE = ("This study was started in another browser. Please go on in that browser, or open the study "
+                     "again from the platform in the same session.")
+
+
+def crowd_participation_join(*, study, entry: CrowdEntry):
+    """The crowd worker of ``entry`` consents to ``study``: their rater (created the first time)
+    and their participation, created consented. Raises CrowdEntryRefused when somebody else's
+    browser began this worker's participation meanwhile with other platform ids."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from tasks.assignment import participation_get_or_create
+
+    with transaction.atomic():
+        rater, _ = Rater.objects.get_or_create(platform=entry.platform, external_id=entry.external_id)
+        if not rater.can_rate:
+            raise CrowdEntryRefused("Your rater account is not active for rating.")
+        existing = rater.participations.filter(study=study).first()
+        if existing is not None and not crowd_resume_allowed(existing.crowd, entry):
+            raise CrowdEntryRefused(STARTED_ELSEWHERE)
+        participation = participation_get_or_create(rater=rater, study=study,
+                                                    crowd={**entry.params, "platform": entry.platform})
+        if participation.consented_at is None:
+            participation.consented_at = timezone.now()
+            participation.save(update_fields=["consented_at"])
+    return participation
+
+
+# A link's entry waits in a signed cookie until the worker consents: opening a link writes nothing
+# to the database (no rater rows for every id anybody types in).
+ENTRY_COOKIE = "crowd_entry"
+_ENTRY_SALT = "tasks.crowd.entry"
+ENTRY_MAX_AGE = 24 * 3600
+
+
+def crowd_entry_remember(response, *, slug: str, entry: CrowdEntry) -> None:
+    from django.conf import settings
+    from django.core import signing
+
+    value = {"slug": slug, "platform": entry.platform, "external_id": entry.external_id, "params": entry.params}
+    response.set_cookie(
+        ENTRY_COOKIE, signing.dumps(value, salt=_ENTRY_SALT, compress=True), max_age=ENTRY_MAX_AGE,
+        secure=settings.SESSION_COOKIE_SECURE, httponly=True, samesite=settings.SESSION_COOKIE_SAMESITE or "Lax",
+    )
+
+
+def crowd_entry_pending(request, *, slug: str) -> CrowdEntry | None:
+    """The entry link this browser opened for ``slug`` and has not consented to yet, or None."""
+    from django.core import signing
+
+    try:
+        value = signing.loads(request.COOKIES.get(ENTRY_COOKIE, ""), salt=_ENTRY_SALT, max_age=ENTRY_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not isinstance(value, dict) or value.get("slug") != slug:
+        return None
+    return CrowdEntry(platform=value["platform"], external_id=value["external_id"], params=dict(value["params"]))
+
+
+def crowd_entry_forget(response) -> None:
+    response.delete_cookie(ENTRY_COOKIE)
+
+
 # ------------------------------------------------------------------ which crowd rater this browser is
 
 COOKIE = "crowd_raters"

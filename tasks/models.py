@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -169,6 +170,15 @@ class ConditionImage(models.Model):
         ]
 
 
+# Units carry a random rank, drawn once: a session claim reads free units in rank order from a
+# random start through an index (tasks.assignment._free_by_rank) instead of shuffling the pool.
+RANK_RANGE = 2**31 - 1
+
+
+def random_rank() -> int:
+    return random.randrange(RANK_RANGE)
+
+
 class ItemQuerySet(models.QuerySet):
     def for_study(self, study: Study) -> "ItemQuerySet":
         return self.filter(study=study).select_related("instance", "gen_model", "image")
@@ -187,6 +197,7 @@ class Item(models.Model):
     claims = models.PositiveIntegerField(
         default=0, help_text="Live assignments (leased or done); never above the study's raters per item"
     )
+    rank = models.IntegerField(default=random_rank, help_text="Random, fixed: the order in which claims meet units")
 
     objects = ItemQuerySet.as_manager()
 
@@ -197,6 +208,7 @@ class Item(models.Model):
             # the key of Rating's (item, study) foreign key
             models.UniqueConstraint(fields=["id", "study"], name="item_unique_id_study"),
         ]
+        indexes = [models.Index(fields=["study", "claims", "rank"], name="item_free_by_rank")]
 
     def __str__(self) -> str:
         return f"{self.instance.key} · {self.gen_model.name}"
@@ -211,6 +223,7 @@ class Comparison(models.Model):
     claims = models.PositiveIntegerField(
         default=0, help_text="Live assignments (leased or done); never above the study's raters per item"
     )
+    rank = models.IntegerField(default=random_rank, help_text="Random, fixed: the order in which claims meet units")
 
     class Meta:
         constraints = [
@@ -218,6 +231,7 @@ class Comparison(models.Model):
             # the key of Rating's (comparison, study) foreign key
             models.UniqueConstraint(fields=["id", "study"], name="comparison_unique_id_study"),
         ]
+        indexes = [models.Index(fields=["study", "claims", "rank"], name="comparison_free_by_rank")]
 
     def clean(self) -> None:
         if self.item_a_id == self.item_b_id:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q
@@ -42,6 +43,7 @@ from tasks.rating_context import (
     shown_from,
     shown_stamp,
 )
+from tasks.ratelimit import client_address, rate_limit_take
 from tasks.services import RatingRejected, ReportRefused, screen_report, screen_submit
 
 YEAR = 365 * 24 * 3600
@@ -125,31 +127,55 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
         return _message(request, study, "This study is not open",
                         f"“{study.title}” is {study.get_state_display().lower()} and takes no ratings now.")
     if entry is not None:
-        rater, _ = Rater.objects.get_or_create(platform=entry.platform, external_id=entry.external_id)
-        params = {**entry.params, "platform": entry.platform}
-    elif request.user.is_authenticated:
-        rater, _ = Rater.objects.get_or_create(user=request.user, defaults={"platform": Rater.Platform.LOCAL})
-        params = None
-    else:
+        return _crowd_start(request, study, entry)
+    if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
+    rater, _ = Rater.objects.get_or_create(user=request.user, defaults={"platform": Rater.Platform.LOCAL})
     if not rater.can_rate:
         return _message(request, study, "You cannot rate in this study", "Your rater account is not active for rating.",
                         status=403)
-    participation = participation_get_or_create(rater=rater, study=study, crowd=params)
+    participation = participation_get_or_create(rater=rater, study=study)
+    return redirect(_step_url(study, participation))
+
+
+def _crowd_start(request: HttpRequest, study: Study, entry: crowd.CrowdEntry) -> HttpResponse:
+    """A crowd link: a worker already taking part goes on (in the browser where they began, or in
+    another one only with the same platform ids); a new one goes to the consent page, and nothing
+    is stored until they consent (``consent``)."""
+    rater = Rater.objects.filter(platform=entry.platform, external_id=entry.external_id).first()
+    if rater is not None and not rater.can_rate:
+        return _message(request, study, "You cannot rate in this study", "Your rater account is not active for rating.",
+                        status=403)
+    participation = Participation.objects.filter(rater=rater, study=study).first() if rater else None
+    if participation is None:
+        response = redirect("rating:consent", study.slug)
+        crowd.crowd_entry_remember(response, slug=study.slug, entry=entry)
+        return response
+    this_browser = crowd.crowd_raters(request).get(study.slug) == rater.pk
+    if not this_browser and not crowd.crowd_resume_allowed(participation.crowd, entry):
+        return _message(request, study, "Go on where you started", crowd.STARTED_ELSEWHERE, status=403)
+    if this_browser and entry.params:  # e.g. a new Prolific SESSION_ID for the same worker
+        participation = participation_get_or_create(rater=rater, study=study,
+                                                    crowd={**entry.params, "platform": entry.platform})
     response = redirect(_step_url(study, participation))
-    if entry is not None:
-        crowd.crowd_rater_remember(request, response, slug=slug, rater_id=rater.pk)
+    crowd.crowd_rater_remember(request, response, slug=study.slug, rater_id=rater.pk)
     return response
 
 
 @require_http_methods(["GET", "POST"])
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
-    study, participation = _require(request, slug)
+    """Consent. A crowd worker who came by link (``_crowd_start``) becomes a rater here, on POST."""
+    study, participation = _get_participation_for_request(request, slug)
     if (refused := _not_public(request, study)) is not None:
         return refused
+    pending = crowd.crowd_entry_pending(request, slug=slug) if participation is None else None
+    if participation is None and pending is None:
+        raise PermissionDenied("Open the study from its start link first.")
     if request.method == "POST":
         if request.POST.get("agree") != "yes":
             return render(request, "rating/consent.html", {"study": study, "error": "Tick the box to agree, or close this page to leave."}, status=422)
+        if pending is not None:
+            return _crowd_join(request, study, pending)
         if participation.consented_at is None:
             participation.consented_at = timezone.now()
             participation.save(update_fields=["consented_at"])
@@ -157,11 +183,34 @@ def consent(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "rating/consent.html", {"study": study})
 
 
+def _crowd_join(request: HttpRequest, study: Study, entry: crowd.CrowdEntry) -> HttpResponse:
+    if not study.is_open:
+        return _message(request, study, "This study is not open",
+                        f"“{study.title}” is {study.get_state_display().lower()} and takes no ratings now.")
+    if not rate_limit_take(key=f"crowd-join:{client_address(request)}", window_seconds=3600,
+                           limit=settings.CROWD_NEW_PARTICIPATIONS_PER_ADDRESS_HOUR):
+        return _message(request, study, "Too many new participants",
+                        "Too many people started this study from your network in the last hour. Please try again later.",
+                        status=429)
+    try:
+        participation = crowd.crowd_participation_join(study=study, entry=entry)
+    except crowd.CrowdEntryRefused as exc:
+        return _message(request, study, "You cannot take part from here", str(exc), status=403)
+    response = redirect(_step_url(study, participation))
+    crowd.crowd_rater_remember(request, response, slug=study.slug, rater_id=participation.rater_id)
+    crowd.crowd_entry_forget(response)
+    return response
+
+
 @require_http_methods(["GET", "POST"])
 def instructions(request: HttpRequest, slug: str) -> HttpResponse:
-    study, participation = _require(request, slug)
+    study, participation = _get_participation_for_request(request, slug)
     if (refused := _not_public(request, study)) is not None:
         return refused
+    if participation is None:
+        if crowd.crowd_entry_pending(request, slug=slug) is not None:  # came by link, not consented yet
+            return redirect("rating:consent", study.slug)
+        raise PermissionDenied("Open the study from its start link first.")
     if participation.consented_at is None:
         return redirect(_step_url(study, participation))
     if request.method == "POST":
@@ -380,10 +429,12 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def more(request: HttpRequest, slug: str) -> HttpResponse:
-    """Another session of screens for a rater who wants to go on."""
+    """Another session of screens for a rater who wants to go on (only once the open one is done)."""
     study, participation = _require(request, slug)
     if (refused := _not_public(request, study)) is not None:
         return refused
+    if next_position(rater=participation.rater, study=study) is not None:  # screens left: those first
+        return redirect("rating:next", study.slug)
     try:
         claimed = assignment_batch_claim(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:

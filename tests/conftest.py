@@ -19,6 +19,16 @@ def _media_in_tmp(request, tmp_path_factory):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache: rate-limit counters (tasks.ratelimit) from earlier
+    tests, all from 127.0.0.1, must not refuse this one."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
     """The real data beside the checkout (../shared/datasets); tests skip clearly without it."""

@@ -36,6 +36,7 @@ def _rate_screen(rater, study, values):
 
 def _enter(client, study, external_id):
     client.get(reverse("rating:start", args=[study.slug]), {"PROLIFIC_PID": external_id, "STUDY_ID": "s", "SESSION_ID": "x"})
+    client.post(reverse("rating:consent", args=[study.slug]), {"agree": "yes"})  # the rater is created here
     Participation.objects.filter(study=study, rater__external_id=external_id).update(
         consented_at=timezone.now(), instructions_seen_at=timezone.now()
     )

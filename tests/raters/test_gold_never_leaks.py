@@ -19,6 +19,7 @@ SECRET = "GOLD-SECRET-7f3a"
 def _enter(client, study, *, external_id):
     """A Prolific rater arrives through the study link and is past consent and instructions."""
     client.get(reverse("rating:start", args=[study.slug]), {"PROLIFIC_PID": external_id, "STUDY_ID": "s1", "SESSION_ID": f"x{external_id}"})
+    client.post(reverse("rating:consent", args=[study.slug]), {"agree": "yes"})  # the rater is created here
     participation = Participation.objects.get(study=study, rater__external_id=external_id)
     Participation.objects.filter(pk=participation.pk).update(consented_at=timezone.now(), instructions_seen_at=timezone.now())
     return participation.rater

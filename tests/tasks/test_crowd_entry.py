@@ -27,12 +27,84 @@ def _finish(client, study):
 def test_a_prolific_worker_arrives_by_link_and_the_same_id_comes_back_to_the_same_rater(client):
     study = _study()
     client.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X1")
+    assert Rater.objects.count() == 0  # nothing stored before consent
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
     rater = Rater.objects.get(platform="prolific", external_id="5f1e")
     assert Participation.objects.get(rater=rater).crowd == {"STUDY_ID": "S1", "SESSION_ID": "X1", "platform": "prolific"}
-    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
-    fresh = client.__class__()  # a new browser, same worker
-    assert fresh.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X2").url.endswith("/instructions")
+    fresh = client.__class__()  # a new browser, same worker, same Prolific session
+    assert fresh.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X1").url.endswith("/instructions")
+    assert fresh.get(f"/s/{study.slug}/instructions").status_code == 200
     assert Rater.objects.filter(external_id="5f1e").count() == 1
+
+
+@pytest.mark.parametrize("link", [
+    "PROLIFIC_PID=5f1e",  # the worker id alone
+    "PROLIFIC_PID=5f1e&STUDY_ID=S1",
+    "PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=guess",
+    "PROLIFIC_PID=5f1e&STUDY_ID=other&SESSION_ID=X1",
+])
+def test_another_browser_cannot_take_over_a_worker_s_participation_with_their_id(client, link):
+    study = _study()
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID=5f1e&STUDY_ID=S1&SESSION_ID=X1")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    attacker = client.__class__()
+    response = attacker.get(f"/s/{study.slug}/start?{link}")
+    assert response.status_code == 403 and b"started in another browser" in response.content
+    assert attacker.get(f"/s/{study.slug}/instructions").status_code == 403
+    assert attacker.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 403
+    assert Participation.objects.get().crowd["SESSION_ID"] == "X1"  # the worker's ids are untouched
+
+
+def test_an_mturk_worker_resumes_elsewhere_only_with_the_same_assignment_and_hit(client):
+    study = _study()
+    client.get(f"/s/{study.slug}/start?{MTURK}")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    other = client.__class__()
+    forged = MTURK.replace("assignmentId=A1", "assignmentId=A2")
+    assert other.get(f"/s/{study.slug}/start?{forged}").status_code == 403
+    assert other.get(f"/s/{study.slug}/start?{MTURK}").url.endswith("/instructions")
+
+
+def test_a_thousand_links_with_random_ids_store_nothing(client):
+    from django.contrib.sessions.models import Session
+
+    study = _study()
+    for i in range(1000):
+        response = client.get(f"/s/{study.slug}/start?PROLIFIC_PID=r{i:04d}x&STUDY_ID=S&SESSION_ID=s{i}")
+        assert response.status_code == 302 and response.url.endswith("/consent")
+    assert (Rater.objects.count(), Participation.objects.count(), Session.objects.count()) == (0, 0, 0)
+
+
+def test_one_address_can_start_only_so_many_new_participations_an_hour(client, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.CROWD_NEW_PARTICIPATIONS_PER_ADDRESS_HOUR = 3
+    study = _study()
+    statuses = []
+    for i in range(5):
+        browser = client.__class__(REMOTE_ADDR="203.0.113.9")
+        browser.get(f"/s/{study.slug}/start?PROLIFIC_PID=w{i}&STUDY_ID=S&SESSION_ID=s{i}")
+        statuses.append(browser.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code)
+    assert statuses == [302, 302, 302, 429, 429]
+    assert Rater.objects.count() == 3
+    elsewhere = client.__class__(REMOTE_ADDR="198.51.100.4")
+    elsewhere.get(f"/s/{study.slug}/start?PROLIFIC_PID=w9&STUDY_ID=S&SESSION_ID=s9")
+    assert elsewhere.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 302
+    cache.clear()
+
+
+def test_a_worker_who_asks_for_more_again_and_again_holds_one_session(client):
+    study = make_study(units_per_session=2, raters_per_item=1)
+    for _ in range(20):
+        make_item(study, instance=make_instance(study))
+    client.get(f"/s/{study.slug}/start?PROLIFIC_PID=hoarder&STUDY_ID=S&SESSION_ID=s")
+    client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
+    client.post(f"/s/{study.slug}/instructions")
+    client.get(f"/s/{study.slug}/rate")
+    for _ in range(30):
+        assert client.post(f"/s/{study.slug}/more").url.endswith("/rate")
+    assert study.assignments.filter(state="leased").count() == 2
 
 
 def test_a_prolific_worker_finishes_with_the_code_and_a_link_back_to_prolific(client):
@@ -105,8 +177,9 @@ def test_a_crowd_browser_is_known_by_a_signed_cookie_that_cannot_be_edited(clien
 
     study, other = _study(), _study()
     client.get(f"/s/{study.slug}/start?PROLIFIC_PID=first")
-    client.get(f"/s/{other.slug}/start?PROLIFIC_PID=first")
     assert client.post(f"/s/{study.slug}/consent", {"agree": "yes"}).status_code == 302
+    client.get(f"/s/{other.slug}/start?PROLIFIC_PID=first")  # the same browser: no ids needed
+    assert client.post(f"/s/{other.slug}/consent", {"agree": "yes"}).status_code == 302
     assert Session.objects.count() == 0  # crowd raters need no server-side session
     first = Rater.objects.get(external_id="first")
     assert signing.loads(client.cookies["crowd_raters"].value, salt="tasks.crowd.raters") == {

@@ -23,7 +23,10 @@ SCREEN_MAX = 2  # participation+study+policy, units with their place (+ next scr
 SUBMIT_MAX = {"postgresql": 3}.get(connection.vendor, 5)
 # A whole session of 10 screens claimed: on PostgreSQL one UPDATE for all the claims and one INSERT;
 # SQLite takes one conditional UPDATE per unit.
-FIRST_CLAIM_MAX = {"postgresql": 15}.get(connection.vendor, 26)
+# +1 (the rater's open and done units with their last position, one aggregate, replaces the
+# position lookup), +1 when the random start is near the end of the rank order (the wrap round;
+# always in a tiny study like this one), +1 counting the leases of raters who have not rated yet.
+FIRST_CLAIM_MAX = {"postgresql": 17}.get(connection.vendor, 28)
 
 
 def _statements(ctx) -> list[str]:
@@ -53,11 +56,13 @@ def test_a_rater_s_screens_and_submits_cost_a_fixed_small_number_of_queries(clie
     with CaptureQueriesContext(connection) as claim:
         url = client.get(f"/s/{study.slug}/rate").url
     assert len(_statements(claim)) <= FIRST_CLAIM_MAX, _statements(claim)
-    for _ in range(4):  # the counts stay flat as the rater works through the session
+    for n in range(4):  # the counts stay flat as the rater works through the session
         with CaptureQueriesContext(connection) as shown:
             page = client.get(url)
         assert page.status_code == 200
-        assert len(_statements(shown)) <= SCREEN_MAX, _statements(shown)
+        # Until the first submit a rater holds the short first lease, re-set on each screen, and
+        # the screen after it turns that into the full lease: one UPDATE more on those two.
+        assert len(_statements(shown)) <= SCREEN_MAX + (n < 2), "\n".join(q[:120] for q in _statements(shown))
         with CaptureQueriesContext(connection) as submitted:
             response = client.post(url, _answer(page.content.decode()))
         assert response.status_code == 302
@@ -90,7 +95,8 @@ def test_a_revisited_screen_is_prefilled_with_one_more_query(client):
     _enter(client, study, "second-thoughts")
     url = client.get(f"/s/{study.slug}/rate").url
     first = client.get(url)
-    client.post(url, {key: "1" for key in _answer(first.content.decode())})
+    following = client.post(url, {key: "1" for key in _answer(first.content.decode())}).url
+    client.get(following)  # the first screen after the first submit turns the short first lease into a full one
     with CaptureQueriesContext(connection) as shown:
         again = client.get(url)
     assert len(_statements(shown)) <= SCREEN_MAX + 1
@@ -117,14 +123,40 @@ def test_showing_a_screen_extends_the_leases_only_when_they_were_not_extended_la
     study = _study(items=3)
     rater = make_rater()
     screen = assignment_next(rater=rater, study=study)
-    claimed_until = Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True).first()
+    # a rater who has submitted (their last unit done) and whose leases were just extended
+    Assignment.objects.filter(rater=rater, position=2).update(state="done")
+    screen = assignment_next(rater=rater, study=study)
+    leased = Assignment.objects.filter(rater=rater, state="leased")
+    claimed_until = leased.values_list("lease_expires_at", flat=True).first()
     soon = timezone.now() + TOUCH_EVERY / 2
     with django_assert_num_queries(0):  # fresh leases: nothing to write (the page carries its render time)
         screen_shown(rater=rater, screen=screen, now=soon)
-    leases = set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True))
+    leases = set(leased.values_list("lease_expires_at", flat=True))
     assert leases == {claimed_until}
     assert screen.assignments[0].shown_at == soon
     later = timezone.now() + 2 * TOUCH_EVERY
     screen_shown(rater=rater, screen=screen, now=later)
-    leases = set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True))
+    leases = set(leased.values_list("lease_expires_at", flat=True))
     assert leases == {later + lease_length()}  # every leased unit of the rater, not only this screen's
+
+
+def test_a_rater_who_has_not_submitted_yet_keeps_only_the_short_first_lease_however_often_screens_are_shown(settings):
+    """Ids that claim a session and show screens without ever rating must not hold units for the
+    full lease: their leases are re-set to the short first lease on each screen until a submit."""
+    from tasks.assignment import assignment_next, first_lease_length, lease_length, screen_shown
+
+    settings.ASSIGNMENT_LEASE_SECONDS, settings.ASSIGNMENT_FIRST_LEASE_SECONDS = 1800, 300
+    study = _study(items=3)
+    rater = make_rater()
+    screen = assignment_next(rater=rater, study=study)
+    leases = set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True))
+    assert max(leases) <= timezone.now() + first_lease_length()
+    later = timezone.now() + timedelta(minutes=4)
+    screen_shown(rater=rater, screen=screen, now=later)
+    assert set(Assignment.objects.filter(rater=rater).values_list("lease_expires_at", flat=True)) == {
+        later + timedelta(seconds=300)}
+    done = screen.assignments[0]
+    Assignment.objects.filter(pk=done.pk).update(state="done")  # the first submit
+    screen = assignment_next(rater=rater, study=study, now=later)
+    assert set(Assignment.objects.filter(rater=rater, state="leased").values_list("lease_expires_at", flat=True)) == {
+        later + lease_length()}
