@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+# text.parse_math off: model and rater names are data, not mathtext ("$\frac{$" raised a ParseException)
+plt.rcParams.update({"text.parse_math": False, "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 COLOURS = ["#2457c5", "#c5482f", "#1d7a46", "#a86400", "#7b3fb5", "#0f7c8a", "#b3261e", "#5f6b7a"]
 
 

@@ -82,7 +82,7 @@ def database_config(url: str | None, *, default_sqlite_path: str, prepare_thresh
     if config["ENGINE"].endswith("postgresql"):
         threshold = (prepare_threshold or "5").strip().lower()
         if threshold not in {"off", "none"}:
-            if not threshold.isdigit():
+            if not (threshold.isascii() and threshold.isdigit()):
                 raise EnvError(f"DATABASE_PREPARE_THRESHOLD={prepare_threshold!r}: give a whole number of runs (0 = at once) or 'off'")
             options = config.setdefault("OPTIONS", {})
             options["server_side_binding"] = True

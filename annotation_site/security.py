@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import unicodedata
 from functools import wraps
 
 from django.conf import settings
@@ -76,7 +77,8 @@ def login_rate_limited(view):
         if request.method == "POST":
             window = settings.LOGIN_RATE_LIMIT_WINDOW
             per_ip, per_user = settings.LOGIN_RATE_LIMIT_PER_IP, settings.LOGIN_RATE_LIMIT_PER_USERNAME
-            username = str(request.POST.get("username", ""))[:150].strip().lower()
+            # The login form folds names with NFKC (ｖｉｃｔｉｍ and 𝐯𝐢𝐜𝐭𝐢𝐦 log in as victim): count them as one.
+            username = unicodedata.normalize("NFKC", str(request.POST.get("username", ""))).strip().casefold()[:150]
             within = True
             if per_ip:
                 within &= _hit("login-ip", client_ip(request), limit=per_ip, window=window)

@@ -174,7 +174,7 @@ def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
     study = _get_study_for_researcher(request, slug)
     if request.method == "POST" and study.protocol == protocols.PAIRWISE:
         pk = request.POST.get("comparison", "")
-        comparison = get_object_or_404(Comparison, pk=int(pk) if pk.isdigit() else None, study=study)
+        comparison = get_object_or_404(Comparison, pk=int(pk) if pk.isascii() and pk.isdigit() else None, study=study)
         try:
             gold_service.comparison_gold_confirm(study=study, comparison=comparison, actor=request.user)
         except gold_service.QualificationRefused as exc:
@@ -184,7 +184,7 @@ def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("raters:gold_candidates", slug=study.slug)
     if request.method == "POST":
         pk = request.POST.get("item", "")
-        item = get_object_or_404(Item, pk=int(pk) if pk.isdigit() else None, study=study)
+        item = get_object_or_404(Item, pk=int(pk) if pk.isascii() and pk.isdigit() else None, study=study)
         try:
             tolerance = float(request.POST.get("tolerance") or 0)
             if not math.isfinite(tolerance):  # float() takes "nan" and "inf"; neither is a tolerance
@@ -229,6 +229,11 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     rater = current_rater(request, slug)
     if rater is None:
         return redirect("rating:start", slug=study.slug)
+    if not rater.can_rate:  # blocked or paused: no attempt, and so no access to the study's images
+        return render(request, "rating/message.html", {
+            "study": study, "title": "You cannot rate in this study",
+            "text": "Your rater account is not active for rating.",
+        }, status=403)
     if rater.user_id is not None and study.owners.filter(pk=rater.user_id).exists():
         # An owner checking the page must not become one of their own raters: no attempt, no
         # answers, nothing that would count in screening or the rater list.

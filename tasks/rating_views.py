@@ -256,6 +256,12 @@ def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     except AssignmentUnavailable as exc:
         return _message(request, study, "No rating right now", str(exc))
     if screen is None:
+        if not Rating.objects.filter(rater=participation.rater, study=study).exists():
+            # Nothing to rate and nothing rated (the study filled up before this rater's first
+            # screen): say so here; the done page would send them back, round and round.
+            return _message(request, study, "No rating right now",
+                            "Every image of this study has all the ratings it needs, so there is no work for you. "
+                            "Thank you for your interest; please return the task on your platform.")
         return redirect("rating:done", study.slug)
     return redirect(_unit_url(study, screen.position))
 
@@ -484,7 +490,7 @@ def image(request: HttpRequest, sha256: str, size: str) -> HttpResponse:
     etag = f'"{sha256[:16]}-{size}"'
     if request.headers.get("If-None-Match") == etag:  # the browser already has it: nothing to reveal
         return HttpResponse(status=304, headers={"ETag": etag})
-    if size != "full" and (not size.isdigit() or int(size) not in SIZES):
+    if size != "full" and (not (size.isascii() and size.isdigit()) or int(size) not in SIZES):
         raise Http404("No such size")
     if not SHA256.fullmatch(sha256):  # before the database: PostgreSQL refuses a NUL in a query
         raise Http404("No such image")

@@ -118,7 +118,8 @@ def good_answer(messages: list) -> str:
     return "I do not recognise this prompt."
 
 
-FAKE_MODELS = ("fake-good", "fake-malformed", "fake-refuse", "fake-slow", "fake-429-once", "fake-429", "fake-500")
+FAKE_MODELS = ("fake-good", "fake-malformed", "fake-refuse", "fake-slow", "fake-429-once", "fake-429", "fake-500",
+               "fake-429-odd-retry")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -153,6 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "")
         if model == "fake-429" or (model == "fake-429-once" and not seen_before):
             return self._send(429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"})
+        if model == "fake-429-odd-retry":  # a superscript two: "digit" to str.isdigit, not to float()
+            return self._send(429, {"error": {"message": "rate limited"}}, {"Retry-After": "\u00b2"})
         if model == "fake-500":
             return self._send(500, {"error": {"message": "boom"}})
         if model == "fake-slow":

@@ -268,7 +268,7 @@ class ChatClient:
                 detail = self.redact(self._redact_bytes(exc.read()[:300]).decode("utf-8", "replace")) if exc.fp else ""
                 last_error = ChatError(f"HTTP {exc.code}: {detail}".strip(), status=exc.code, attempts=attempt + 1)
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                last_error.retry_after = float(retry_after) if retry_after and retry_after.isdigit() else None
+                last_error.retry_after = float(retry_after) if retry_after and retry_after.isascii() and retry_after.isdigit() else None
                 if exc.code in RETRY_STATUSES:
                     continue
                 raise last_error from None

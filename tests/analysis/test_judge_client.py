@@ -231,3 +231,9 @@ def test_vice_on_an_edit_that_changed_nothing_scores_zero_for_the_edit(server):
 def test_vice_on_an_edit_records_a_refusal_with_the_transcript_so_far(server):
     [sc] = evaluate_vice(editing(BRIGHT, DARK), client_for(server, "fake-refuse"), {"vice_questions": 3})
     assert sc.parse_status == "refused" and sc.value is None and sc.details["mode"] == "editing"
+
+
+def test_a_retry_after_header_that_is_not_ascii_digits_is_a_429_like_any_other(server):
+    client = client_for(server, "fake-429-odd-retry", max_retries=1)
+    with pytest.raises(ChatError, match="HTTP 429"):  # not a ValueError that would fail the whole run
+        client.chat("hello")
