@@ -10,11 +10,12 @@ from tests.judge_server import FakeJudgeServer
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_choosing_another_dimension_reloads_the_scatter_for_it(browser_page, django_capture_on_commit_callbacks):
+def test_choosing_another_dimension_reloads_the_scatter_for_it(browser_page, settings, django_capture_on_commit_callbacks):
     page = browser_page
     researcher = make_user("picker", password="pw-for-tests")
     study = rated_study(researcher)
     with FakeJudgeServer() as server:
+        settings.JUDGE_ENDPOINTS = server.endpoints()  # the operator's endpoint, picked by name
         run_viescore(server, study, django_capture_on_commit_callbacks)
     page.goto("/accounts/login/")
     page.fill("input[name=username]", "picker")
