@@ -16,8 +16,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from raters.models import (
-    AttentionCheck,
-    AttentionResult,
     Decision,
     QualityPolicy,
     QualityRulesSchedule,

@@ -7,8 +7,6 @@ study they do not own gets 404 (its existence is not revealed).
 
 from __future__ import annotations
 
-import json
-
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404

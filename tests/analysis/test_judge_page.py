@@ -8,7 +8,6 @@ import pytest
 from django.urls import reverse
 
 from analysis.judge_services import judge_create, judge_run_start
-from analysis.models import JudgeRun
 from tasks.models import Rating
 from tests.factories import make_comparison, make_instance, make_item, make_rater, make_study, make_user
 from tests.judge_server import FakeJudgeServer

@@ -21,7 +21,7 @@ from analysis.models import Judge, JudgeRun
 from raters.models import RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
 from tasks.models import GoldAnswer, Participation, Rating, Study, StudyBuild
-from tests.factories import crowd_enter, make_comparison, make_item, make_rater, make_study, make_user
+from tests.factories import make_comparison, make_item, make_rater, make_study, make_user
 from tests.hardening.test_authorization_matrix import body_of, url_patterns
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

@@ -20,7 +20,6 @@ def _finish(client, study):
     client.post(f"/s/{study.slug}/consent", {"agree": "yes"})
     client.post(f"/s/{study.slug}/instructions")
     url = client.get(f"/s/{study.slug}/rate").url
-    assignment = study.assignments.get()
     return client.post(url, {"u0-SC": "1", "u0-PQ": "1"}, follow=True)
 
 
