@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
@@ -327,6 +327,14 @@ def study_delete(*, study: Study) -> dict[type[models.Model], int]:
     study = Study.objects.select_for_update().get(pk=study.pk)  # waits for a publish or close under way
     if reason := study_delete_refusal(study):
         raise StudyActionRefused(reason)
+    if connection.vendor == "postgresql":
+        # Fresh statistics first. Right after a bulk import (COPY) the planner may still think the
+        # rating tables are empty and join ratings to revisions with a nested loop of sequential
+        # scans: minutes at 70K ratings instead of a second. ANALYZE samples a fixed number of
+        # rows (~0.3 s at 806K ratings).
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(m._meta.db_table)
+                                                  for m in (Rating, RatingRevision, Assignment)))
     deleted = {}
     for step in _delete_steps([study.pk]):
         # _raw_delete: one DELETE for the queryset, no collecting; what Django's own fast deletes run

@@ -114,8 +114,9 @@ def _assert_undetectable(screens: list[dict]):
     assert len(gold) >= RATERS and len(plain) >= RATERS * SCREENS - 2
     # 1. The id-like features are one constant on every screen (but a rater's first, which has no
     #    back link): any classifier built on them predicts the same for gold and work: chance.
-    assert {s["features"] for s in gold} == {s["features"] for s in plain}
-    for first in (True, False):  # a rater's first screen has no back link; otherwise all alike
+    #    (Compared per group: gold lands at a random place in a batch, so it need not ever be a
+    #    rater's first screen, and a set comparison across groups failed on such a draw.)
+    for first in (True, False):
         assert len({s["features"] for s in screens if s["first"] == first}) == 1
     # Showing a screen does the same work and sends the same headers, gold or not.
     assert {s["page_queries"] for s in gold} == {s["page_queries"] for s in plain}
