@@ -118,8 +118,10 @@ def _assert_undetectable(screens: list[dict]):
     #    rater's first screen, and a set comparison across groups failed on such a draw.)
     for first in (True, False):
         assert len({s["features"] for s in screens if s["first"] == first}) == 1
-    # Showing a screen does the same work and sends the same headers, gold or not.
-    assert {s["page_queries"] for s in gold} == {s["page_queries"] for s in plain}
+    # Showing a screen does no work an ordinary screen does not, and sends the same headers. (The
+    # count itself varies with things that are not gold: a newcomer's first screens also extend
+    # their short lease, a pairwise screen may preload the next; so gold's counts are a subset.)
+    assert {s["page_queries"] for s in gold} <= {s["page_queries"] for s in plain}
     assert {tuple(s["page_headers"]) for s in screens} == {tuple(plain[0]["page_headers"])}
     # 2. The red team's classifier, run for real: no better than chance (Fisher's exact test).
     guesses = _red_team_guess(screens)
