@@ -62,8 +62,13 @@ def test_a_build_whose_worker_is_killed_finishes_on_a_new_worker_and_leaves_no_s
         build = study_build_start(upload=big_bundle(2000), spec=StudySpec(
             slug="killed-build", title="Killed", protocol="imagenhub", task_type="text_to_image"))
         workers.append(start_worker(queue, settings.MEDIA_ROOT))
-        wait_for(lambda: (lambda b: b.stage == "storing" and b.done >= 200)(StudyBuild.objects.get(pk=build.pk)),
-                 120, "the first stored images")
+        try:
+            wait_for(lambda: (lambda b: b.stage == "storing" and b.done >= 200)(StudyBuild.objects.get(pk=build.pk)),
+                     120, "the first stored images")
+        except AssertionError as exc:  # say where the build was, not only that it was not there
+            seen = StudyBuild.objects.get(pk=build.pk)
+            raise AssertionError(f"{exc}; the build is {seen.state}/{seen.stage} at {seen.done} of {seen.total}, "
+                                 f"error {seen.error!r}, problems {seen.problems!r:.300}") from None
         os.killpg(workers[0].pid, signal.SIGKILL)
         workers[0].wait(timeout=10)
         at_kill = StudyBuild.objects.get(pk=build.pk)
