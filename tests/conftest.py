@@ -99,3 +99,14 @@ def screenshot():
         return path
 
     return save
+
+
+def wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
+    """Poll a JS expression with page.evaluate: wait_for_function evals its predicate in the page,
+    which the Content-Security-Policy (script-src 'self', no 'unsafe-eval') refuses."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        page.wait_for_timeout(50)

@@ -8,18 +8,11 @@ import pytest
 from tasks import demo
 from tasks.models import Rating, RatingRevision, Study
 
+from tests.conftest import wait_until as _wait_until
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
-    """Poll a JS expression with page.evaluate: wait_for_function evals its predicate in the page,
-    which the Content-Security-Policy (script-src 'self', no 'unsafe-eval') refuses."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression):
-        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
-        page.wait_for_timeout(50)
 
 
 def _demo_study(slug: str, *, instances: int = 1, **fields) -> Study:

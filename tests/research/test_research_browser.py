@@ -14,18 +14,11 @@ from tests.factories import make_user, png_bytes
 from tests.research.bundles import csv_manifest, make_bundle, text_to_image_bundle
 from tests.research.test_exports import _imagenhub_study_with_votes
 
+from tests.conftest import wait_until as _wait_until
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
-    """Poll a JS expression with page.evaluate: wait_for_function evals its predicate in the page,
-    which the Content-Security-Policy (script-src 'self', no 'unsafe-eval') refuses."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression):
-        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
-        page.wait_for_timeout(50)
 
 
 @pytest.fixture
