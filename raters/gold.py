@@ -407,19 +407,6 @@ def gold_slot_trial(*, rater: Rater, study: Study) -> list[Item]:
     return [items[pk] for pk in chosen]
 
 
-def attention_slot_item(*, rater: Rater, study: Study) -> Item | None:
-    """The attention-check item due now (its ``after_items`` reached and not yet assigned), or None."""
-    done = Assignment.objects.filter(rater=rater, study=study, state=Assignment.State.DONE).count()
-    assigned = Assignment.objects.filter(rater=rater, study=study, item=OuterRef("item"))
-    check = (
-        AttentionCheck.objects.filter(study=study, after_items__lte=done)
-        .exclude(Exists(assigned))
-        .order_by("after_items", "pk")
-        .first()
-    )
-    return check.item if check else None
-
-
 def attention_instruction(item: Item) -> str:
     """The instruction to show on an item ('' for normal items). Attention checks are meant to be
     seen; only gold must stay hidden. Reads ``item.attention_check`` (no query when the item was

@@ -599,11 +599,8 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     stats = _place(rater, study, position) if place else {}
     wanted = [position] + ([stats["following"]] if stats.get("following") is not None else [])
     # Only the joins this protocol's screens use: PostgreSQL plans every join (about 0.15 ms each).
-    if study.protocol == protocols.PAIRWISE:
-        related = ("comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance",
-                   "comparison__gold")
-    else:
-        related = ("item__instance", "item__gen_model", "item__image", "item__gold", "item__attention_check")
+    related = ("comparison__item_a__image", "comparison__item_b__image", "comparison__item_a__instance",
+               "comparison__gold")
     live = _live(rater, study).filter(position__in=wanted).select_related(*related).order_by("position", "slot")
     if not place:  # a submit's screen: also the rater's previous submit in the study (bounds time on item)
         live = live.annotate(previous_submit=Subquery(

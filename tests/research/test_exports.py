@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from django.core.management import call_command
 
+from analysis import report
 from analysis.data import ratings_frame
 from analysis.export_input import study_export_input
 from analysis.exports import escape_cell, iter_csv, iter_export_zip
@@ -107,7 +108,6 @@ def test_an_imagenhub_export_reimported_with_import_imagenhub_gives_the_same_mod
 
 @pytest.mark.django_db
 def test_the_report_of_a_reimported_export_matches_the_report_of_the_original(tmp_path):
-    report = pytest.importorskip("analysis.report", reason="analysis/report.py (build_report) has not landed yet")
     study = _imagenhub_study_with_votes(task_type="text_guided_editing")
     _zip_of(study).extractall(tmp_path)
     call_command("import_imagenhub", str(tmp_path / "imagenhub" / "Text-Guided_IE"), stdout=io.StringIO())
