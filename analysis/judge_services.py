@@ -371,19 +371,79 @@ def _queue(run: JudgeRun) -> None:
     transaction.on_commit(lambda: run_judge_job.delay(run.id))
 
 
-@transaction.atomic
-def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
-    """Create a run of ``judge`` on every item of ``study`` and queue it after commit."""
-    if judge.kind not in RUNNABLE_KINDS:
-        raise JudgeRunError(f"judges of kind {judge.kind!r} are imported, not run")
-    _client_config(judge)  # fail now, not in the worker, when the endpoint is not configured
-    if judge.kind == Judge.Kind.EMBEDDING:
+# Metrics that compare the output with its source image, those that also need the edit's mask,
+# and those of the output alone (computed for every item).
+FULL_REFERENCE_METRICS = ("L1", "L2", "PSNR", "SSIM")
+MASKED_METRICS = ("bg_L1", "bg_L2", "bg_PSNR", "bg_SSIM")
+
+
+def _items_with_roles(study: Study, roles) -> int:
+    """How many of the study's judgeable items have a condition image of every one of ``roles``."""
+    items = _items(study)
+    for role in roles:
+        items = items.filter(instance__condition_images__role=role)
+    return items.distinct().count()
+
+
+def judge_run_check(*, judge: Judge, study: Study) -> None:
+    """Refuse a run that cannot give one usable score on this study, before anything is queued.
+
+    Raises JudgeRunError saying why and what would work instead:
+
+    - a pairwise study compares judges with the raters through verdicts on its pairs, which only
+      the GPT-4V evaluator gives; any other judge's single-image scores have no human score to
+      meet (the report and the judges page would show nothing);
+    - metrics chosen by name that no item can have: full-reference metrics (L1, L2, PSNR, SSIM,
+      ``bg_*``) need a source image; a choice of ``bg_`` metrics only also needs a mask on some
+      item (mixed with whole-image ones, items without a mask simply lack them). No-reference
+      sharpness and noise work everywhere; an empty choice means "every metric that applies".
+    - VIEScore needs the condition images of its task's prompt (a subject for subject-driven
+      generation, the source for editing); embedding CLIP-I/DINO need reference images.
+    Items lacking a source on a study where some have one are judged on what they have.
+    """
+    if study.protocol == protocols.PAIRWISE and judge.kind != Judge.Kind.GPT4V:
+        raise JudgeRunError(
+            f"{study.slug} is a pairwise study: judges are compared with its raters through verdicts on its pairs, "
+            f"which only the GPT-4V evaluator (kind gpt4v) gives; a {judge.kind} judge scores images one at a time "
+            "and there is no human score per image to compare it with"
+        )
+    if judge.kind == Judge.Kind.METRIC:
+        chosen = judge.params.get("metrics") or []
+        full = [m for m in chosen if m in FULL_REFERENCE_METRICS + MASKED_METRICS]
+        if full and not _items_with_roles(study, ["source"]):
+            raise JudgeRunError(
+                f"{', '.join(full)} compare each output with its source image, and no item of {study.slug} "
+                f"({study.task_type}) has one; choose sharpness or noise, which need no reference"
+            )
+        masked = [m for m in chosen if m in MASKED_METRICS]
+        if masked and len(masked) == len(chosen) and not _items_with_roles(study, ["source", "mask"]):
+            raise JudgeRunError(
+                f"{', '.join(masked)} measure the change outside the edit's mask, and no item of {study.slug} "
+                f"({study.task_type}) has a source image with a mask; choose L1, L2, PSNR or SSIM of the whole image"
+            )
+    elif judge.kind == Judge.Kind.VIESCORE:
+        _, roles, _ = prompts.VIESCORE_SC.get(study.task_type, prompts.VIESCORE_SC["text_to_image"])
+        if roles and not _items_with_roles(study, roles):
+            raise JudgeRunError(
+                f"VIEScore on {study.task_type} shows the judge the {' and '.join(roles)} image(s) beside the output, "
+                f"and no item of {study.slug} has them"
+            )
+    elif judge.kind == Judge.Kind.EMBEDDING:
         chosen = embedding.parse_params(judge.params).metrics
         if not embedding.applicable(chosen, study.task_type):
             raise JudgeRunError(
                 f"{', '.join(chosen)} need reference images (a source or subject set); "
                 f"{study.task_type} items have none"
             )
+
+
+@transaction.atomic
+def judge_run_start(*, judge: Judge, study: Study) -> JudgeRun:
+    """Create a run of ``judge`` on every item of ``study`` and queue it after commit."""
+    if judge.kind not in RUNNABLE_KINDS:
+        raise JudgeRunError(f"judges of kind {judge.kind!r} are imported, not run")
+    _client_config(judge)  # fail now, not in the worker, when the endpoint is not configured
+    judge_run_check(judge=judge, study=study)
     total = _items(study).count() + _comparisons(study, judge).count()
     if not total:
         raise JudgeRunError(f"study {study.slug} has no items with an output image to judge")

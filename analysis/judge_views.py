@@ -15,10 +15,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from analysis import data
-from analysis.judge_services import JudgeRunError, judge_endpoint_list, judge_run_cancel, judge_run_resume
+from analysis.judge_forms import JudgeRunForm
+from analysis.judge_services import (JudgeRunError, judge_endpoint_list, judge_run_cancel, judge_run_request,
+                                     judge_run_resume)
 from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
 from analysis.report import QA_DIMENSION, build_report, human_item_scores
@@ -137,9 +140,30 @@ def _pairwise_block(study: Study) -> list[dict]:
 @login_required
 def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
     study = _get_study_for_user(request, slug)
+    if request.htmx and request.GET.get("fragment") == "runs":
+        return _runs_fragment(request, study)
+    return _page(request, study, JudgeRunForm(endpoint_list=judge_endpoint_list()))
+
+
+def _runs_context(study: Study) -> dict:
+    runs = list(JudgeRun.objects.filter(study=study).select_related("judge").order_by("-created_at", "-id"))
+    return {"study": study, "runs": runs, "any_active": any(run.is_active for run in runs),
+            "judge_endpoints": judge_endpoint_list()}  # names and models only: URLs and keys stay with the operator
+
+
+def _runs_fragment(request: HttpRequest, study: Study) -> HttpResponse:
+    """The runs table, polled every few seconds while a run is under way. The poll that finds
+    every run finished asks htmx to reload the page, so the new scores appear in the tables."""
+    context = _runs_context(study)
+    response = render(request, "analysis/side_by_side.html#runs", context)
+    if not context["any_active"] and request.GET.get("watching") == "1":
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def _page(request: HttpRequest, study: Study, form: JudgeRunForm, *, status: int = 200) -> HttpResponse:
     report = build_report(study)
     judge, dimension, human_dimension = _choices(report, request)
-    runs = JudgeRun.objects.filter(study=study).select_related("judge")
     judge_names = list(report.get("judges", {}))
     model_rows = []
     for model, entry in report.get("models", {}).items():
@@ -155,9 +179,9 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
             model_rows.append({"model": model, "dimension": "yes/no", "qa": True, "judges": qa_cells,
                                "qa_accuracy": entry.get("qa_accuracy")})
     context = {
-        "study": study,
+        **_runs_context(study),
+        "form": form,
         "report": report,
-        "runs": runs,
         "judge_names": judge_names,
         "model_rows": model_rows,
         "judge_options": _scatter_options(report),
@@ -173,11 +197,28 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
         "is_pairwise": study.protocol == protocols.PAIRWISE,
         "pairwise_votes": (Rating.objects.filter(study=study, comparison__isnull=False).count()
                            if study.protocol == protocols.PAIRWISE else 0),
-        "judge_endpoints": judge_endpoint_list(),  # names and models only: URLs and keys stay with the operator
     }
-    if request.htmx and request.GET.get("fragment") == "runs":
-        return render(request, "analysis/side_by_side.html#runs", context)
-    return render(request, "analysis/side_by_side.html", context)
+    return render(request, "analysis/side_by_side.html", context, status=status)
+
+
+@login_required
+@require_POST
+def run_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start a run from the page's form. A run that cannot work on the study (SSIM without
+    source images, a single-image judge on a pairwise study, an endpoint that is not the
+    operator's) is refused before anything is queued: the page again, 400, with the reason."""
+    study = _get_study_for_user(request, slug)
+    form = JudgeRunForm(request.POST, endpoint_list=judge_endpoint_list())
+    if form.is_valid():
+        try:
+            run = judge_run_request(user=request.user, study=study, judge_name=form.judge_name(),
+                                    kind=form.cleaned_data["kind"], params=form.judge_params())
+        except JudgeRunError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.info(request, f"Run {run.pk} of {run.judge.name} started on {run.total} item{'s' if run.total != 1 else ''}.")
+            return redirect(f"{reverse('judge_side_by_side', args=[study.slug])}#judge-runs")
+    return _page(request, study, form, status=400)
 
 
 @login_required
