@@ -31,9 +31,13 @@ migrate: install
 demo: migrate
 	$(PY) manage.py build_demo
 
+# The web server and a Celery worker on the embedded broker (files under var/celery, no server):
+# judge runs, study builds and exports run in the worker while the pages show their progress.
+# A CELERY_BROKER_URL from the environment (e.g. redis://…) is used instead.
+CELERY_BROKER_URL ?= filesystem://
 run: demo
-	@echo "Serving on http://$(HOST):$(PORT)/ (Celery eager mode; Ctrl-C to stop)"
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	@echo "Serving on http://$(HOST):$(PORT)/ with a Celery worker on $(CELERY_BROKER_URL) (Ctrl-C stops both)"
+	CELERY_BROKER_URL=$(CELERY_BROKER_URL) $(PY) manage.py runsite $(HOST):$(PORT)
 
 $(VENV)/.installed-clip: requirements-clip.txt $(VENV)/.installed
 	$(PIP) install --quiet -r requirements-clip.txt

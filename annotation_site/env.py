@@ -112,3 +112,18 @@ def envnetworks(name: str) -> list[str]:
     except EndpointError as exc:
         raise EnvError(f"{name}: {exc}") from None
     return values
+
+
+def celery_filesystem_options(folder: str) -> dict:
+    """Transport options for kombu's filesystem broker (``CELERY_BROKER_URL=filesystem://``), the
+    embedded broker of ``make run``: messages are files in ``<folder>/queue`` that the web server
+    writes and the worker beside it takes (locked per file), so no broker server is needed.
+    Fanout (remote control) goes through ``<folder>/control``. Creates the folders."""
+    from pathlib import Path
+
+    root = Path(folder).expanduser().resolve()
+    queue, control, processed = root / "queue", root / "control", root / "processed"
+    for path in (queue, control, processed):
+        path.mkdir(parents=True, exist_ok=True)
+    return {"data_folder_in": str(queue), "data_folder_out": str(queue), "control_folder": str(control),
+            "processed_folder": str(processed), "store_processed": False}

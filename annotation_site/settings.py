@@ -6,7 +6,7 @@ Defaults give a working development site on a fresh clone: SQLite in the repo, C
 from pathlib import Path
 
 from annotation_site.env import EnvError, database_config, envbool, envint, envlist, envstr
-from annotation_site.env import envnetworks, judge_endpoints
+from annotation_site.env import celery_filesystem_options, envnetworks, judge_endpoints
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -157,10 +157,15 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Celery: no broker configured means eager mode, the embedded default for `make run` and tests.
+# Celery: no broker configured means eager mode (jobs run inside the request that queues them):
+# tests and a bare `manage.py runserver`. `make run` sets CELERY_BROKER_URL=filesystem://, the
+# embedded broker (files under CELERY_FILESYSTEM_DIR, no server), and starts a worker beside the
+# web server (`manage.py runsite`). Production: redis://… and workers of their own.
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL")
 CELERY_RESULT_BACKEND = envstr("CELERY_RESULT_BACKEND")
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+if CELERY_BROKER_URL is not None and CELERY_BROKER_URL.rstrip("/") == "filesystem:":
+    CELERY_BROKER_TRANSPORT_OPTIONS = celery_filesystem_options(envstr("CELERY_FILESYSTEM_DIR", str(BASE_DIR / "var" / "celery")))
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 3300, minimum=1)
