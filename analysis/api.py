@@ -38,9 +38,16 @@ class StudyExport(APIView):
 
     permission_classes = RESEARCH_PERMISSIONS
 
-    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY, 409: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
-        return export_response(get_study_for_user(request.user, slug))
+        from analysis.export_services import export_fits_in_a_request, study_vote_count
+
+        study = get_study_for_user(request.user, slug)
+        if not export_fits_in_a_request(study):  # never written inside a request: the background export
+            return Response({"detail": f"{study.slug} has {study_vote_count(study)} votes, too many to export inside a "
+                                       f"request; POST /api/studies/{study.slug}/exports/ and download it when ready"},
+                            status=status.HTTP_409_CONFLICT)
+        return export_response(study)
 
 
 class StudyResults(APIView):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from analysis import judge_services
+from analysis import export_services, judge_services
 
 # A judge run over a few hundred items with an MLLM takes minutes to an hour; a run cut by the
 # limit is marked failed and can be resumed where it stopped.
@@ -31,3 +31,20 @@ def run_judge_job(self, run_id: int) -> dict | None:
     if run is None:
         return None
     return {"run": run.pk, "state": run.state, "done": run.done, "failed": run.failed, "calls": run.calls}
+
+
+# Exporting a study of a few hundred thousand votes takes minutes; the limit is for a stuck worker.
+EXPORT_SOFT_LIMIT_SECONDS = 60 * 60
+EXPORT_HARD_LIMIT_SECONDS = EXPORT_SOFT_LIMIT_SECONDS + 60
+
+
+@shared_task(bind=True, acks_late=True, soft_time_limit=EXPORT_SOFT_LIMIT_SECONDS, time_limit=EXPORT_HARD_LIMIT_SECONDS)
+def study_export_job(self, export_id: int) -> dict | None:
+    try:
+        export = export_services.study_export_run(export_id=export_id, task_id=self.request.id or "")
+    except SoftTimeLimitExceeded:
+        export_services.study_export_fail(export_id=export_id, error="stopped at the time limit; ask for the export again")
+        return None
+    if export is None:
+        return None
+    return {"export": export.pk, "state": export.state, "size": export.size}

@@ -10,8 +10,10 @@ import hashlib
 import json
 
 from django.conf import settings
+from django.core.files.storage import FileSystemStorage
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 
 class Judge(models.Model):
@@ -175,3 +177,84 @@ class JudgeVerdict(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "comparison"], name="judgeverdict_unique_per_run"),
         ]
+
+
+class _ExportStorage(FileSystemStorage):
+    """Files under settings.EXPORTS_ROOT (read when used, so tests can point it elsewhere), with
+    no URL: exports are handed out by a view that checks who asks."""
+
+    @cached_property
+    def base_location(self):
+        return settings.EXPORTS_ROOT
+
+    @cached_property
+    def location(self):
+        import os
+
+        return os.path.abspath(self.base_location)
+
+    def _clear_cached_properties(self, setting, **kwargs):
+        super()._clear_cached_properties(setting, **kwargs)
+        if setting == "EXPORTS_ROOT":
+            self.__dict__.pop("base_location", None)
+            self.__dict__.pop("location", None)
+
+    def url(self, name):
+        raise ValueError("exports have no public URL; use the export download view")
+
+
+_export_storage = _ExportStorage()
+
+
+def export_storage() -> FileSystemStorage:
+    return _export_storage
+
+
+class StudyExport(models.Model):
+    """A study export built by a background job (analysis.jobs.study_export_job), so a large
+    study's dataset is never written inside a web request; the page and the API watch its
+    progress and download the file when it is ready.
+
+    ``kind`` names the builder (analysis.export_services.EXPORT_KINDS; ``dataset`` is the MOS
+    dataset zip). The file lives in a private storage outside MEDIA_ROOT (which development
+    serves without a login) and is handed only to the researcher who asked for it, while they
+    may still see the study.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Preparing"
+        DONE = "done", "Ready"
+        FAILED = "failed", "Failed"
+
+    STALE_AFTER = timezone.timedelta(minutes=10)  # a running export with no progress for this long: its worker died
+
+    study = models.ForeignKey("tasks.Study", on_delete=models.CASCADE, related_name="exports")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_exports")
+    kind = models.CharField(max_length=32, default="dataset")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    stage = models.CharField(max_length=64, blank=True, help_text="What the job is writing now")
+    done = models.PositiveIntegerField(default=0, help_text="Votes written so far")
+    total = models.PositiveIntegerField(default=0, help_text="Votes to write")
+    file = models.FileField(storage=export_storage, upload_to="exports/", blank=True)
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the finished file")
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} export of {self.study_id} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0

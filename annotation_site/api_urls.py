@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from analysis import api as analysis_api
+from analysis import export_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -17,6 +18,9 @@ urlpatterns = [
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
+    path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),
+    path("exports/<int:pk>/", export_api.StudyExportDetail.as_view(), name="api-study-export-detail"),
+    path("exports/<int:pk>/download/", export_api.StudyExportDownload.as_view(), name="api-study-export-download"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

@@ -101,6 +101,11 @@ STORAGES = {
     },
 }
 # Uploaded bundles are checked image by image; Pillow's own bomb guard is set in tasks.images.
+# Study exports built in the background: outside MEDIA_ROOT (served without a login in DEBUG),
+# handed out only by the export download view.
+EXPORTS_ROOT = Path(envstr("EXPORTS_ROOT", str(BASE_DIR / "var" / "exports")))
+# A study with more votes than this is exported by a background job (page and API), never inside a request.
+EXPORT_INLINE_MAX_VOTES = envint("EXPORT_INLINE_MAX_VOTES", 20_000, minimum=0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024, minimum=1024)
 
 # Automatic rater-quality rules run at most this often per study (a due run waits out the rest).

@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("raters.urls")),
     path("api/", include("annotation_site.api_urls")),
     path("studies/<slug:slug>/judges/", include("analysis.judge_urls")),
+    path("studies/<slug:slug>/exports/", include("analysis.export_urls")),
     path("research/", include("tasks.research_urls")),
 ]
 

@@ -317,4 +317,9 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
 
 @researcher_required
 def study_export(request: HttpRequest, slug: str) -> HttpResponse:
-    return export_response(_get_study_for_user(request, slug))
+    from analysis.export_services import export_fits_in_a_request
+
+    study = _get_study_for_user(request, slug)
+    if not export_fits_in_a_request(study):  # a large study is prepared in the background
+        return redirect("study-exports", slug=study.slug)
+    return export_response(study)

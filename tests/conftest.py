@@ -15,6 +15,7 @@ def _media_in_tmp(request, tmp_path_factory):
         return  # pure tests run with `-p no:django`
     settings = request.getfixturevalue("settings")
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+    settings.EXPORTS_ROOT = tmp_path_factory.mktemp("exports")  # background exports (analysis.export_services)
     # Password hashing is deliberately slow; tests create many users and need no real security.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
