@@ -78,16 +78,16 @@ class StudyExportDetail(APIView):
     permission_classes = RESEARCH_PERMISSIONS
 
     @extend_schema(responses={200: StudyExportOutput})
-    def get(self, request: Request, pk: int) -> Response:
-        return Response(StudyExportOutput(_mine(request.user, pk), context={"request": request}).data)
+    def get(self, request: Request, export_id: int) -> Response:
+        return Response(StudyExportOutput(_mine(request.user, export_id), context={"request": request}).data)
 
 
 class StudyExportDownload(APIView):
     permission_classes = RESEARCH_PERMISSIONS
 
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY, 409: OpenApiTypes.OBJECT})
-    def get(self, request: Request, pk: int):
-        export = _mine(request.user, pk)
+    def get(self, request: Request, export_id: int):
+        export = _mine(request.user, export_id)
         ready = export_for_download(export_id=export.pk, user=request.user)
         if ready is None:
             return Response({"detail": f"export {export.pk} is {export.state}; download it when it is done"},

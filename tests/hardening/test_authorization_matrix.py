@@ -24,6 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 from django.utils import timezone
 
+from analysis.export_services import study_export_run, study_export_start
 from analysis.models import Judge, JudgeRun, JudgeScore
 from raters.models import Rater, RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
@@ -46,14 +47,17 @@ OTHER_RATER = "other-rater-93kd"
 #               their own participation); a request only ever reaches the requester's own queue
 #   researcher  researchers (staff, owners of any study); nobody else
 #   owner       the owner of this study and admins; 403/404 for everyone else
+#   requester   a file prepared for one researcher (a background export): only them, not even admins
 ACCESS: list[tuple[str, str]] = [
+    (r"^(studies/<slug:slug>/exports|api/exports)/<int:export_id>/download/$", "requester"),
+    (r"^api/exports/<int:export_id>/$", "requester"),
     (r"^$", "any_user"),
     (r"^accounts/(login|logout)/$", "public"),
     (r"^img/", "image"),
     (r"^s/<slug:slug>/rubric$", "public"),
     (r"^s/<slug:slug>/", "rater_flow"),
     (r"^studies/<slug:slug>/qualification/$", "rater_flow"),
-    (r"^studies/<slug:slug>/(raters|judges)/", "owner"),
+    (r"^studies/<slug:slug>/(raters|judges|exports)/", "owner"),
     (r"^api/(schema|docs|redoc)/$", "public"),  # describes the API, holds no data
     (r"^api/(studies|judge-runs|judge-endpoints)/$", "researcher"),
     (r"^api/studies/<slug:slug>/", "owner"),
@@ -125,12 +129,14 @@ def world(db):
     assignment_next(rater=rater, study=study)
     judge = Judge.objects.create(name="Matrix judge", kind="viescore", params={})
     run = JudgeRun.objects.create(judge=judge, study=study, total=4, config_hash="x")
+    export = study_export_run(export_id=study_export_start(study=study, user=owner).pk)
     foreign = {name: _foreign_objects(name, owner=owner if name == "own-other" else outsider)
                for name in ("others-study", "own-other")}
     build = StudyBuild.objects.create(owner=owner, slug="matrix-c", state=StudyBuild.State.FAILED,
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     params = {
         "build_id": build.pk, "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
+        "export_id": export.pk,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
     }
     personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,
@@ -158,12 +164,13 @@ def _foreign_objects(name: str, *, owner) -> dict:
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     run = JudgeRun.objects.create(judge=judge, study=study, total=1, config_hash=name, state=JudgeRun.State.FAILED)
     JudgeScore.objects.create(run=run, item=item, dimension="SC", value=0.5)
+    export = study_export_run(export_id=study_export_start(study=study, user=owner).pk)
     pairs = make_study(slug=f"matrix-{name}-pairs", protocol="pairwise")
     pairs.owners.add(owner)
     comparison = make_comparison(pairs)
     return {"study": study, "rater": rater, "item": item, "judge": judge, "run": run, "comparison": comparison,
             "path": {"rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "sha256": item.image.sha256,
-                     "build_id": build.pk}}
+                     "build_id": build.pk, "export_id": export.pk}}
 
 
 def fill(route: str, params: dict) -> str:
@@ -210,6 +217,7 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
                 "rater_flow": set(world["personas"]) - {"anonymous"},
                 "researcher": {"other_researcher", "owner", "admin"},
                 "owner": {"owner", "admin"},
+                "requester": {"owner"},
             }[rule]
             methods = ["get"] if persona in allowed_people else ["get", "post"]
             for method in methods:
@@ -233,7 +241,7 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
                         problems.append(f"{where}: redirected to {response['Location']}, not to the login page")
                 elif rule == "image" and method == "get" and response.status_code != 200:
                     problems.append(f"{where}: expected the image")
-                elif rule == "owner" and response.status_code in (403, 404):
+                elif rule in ("owner", "requester") and response.status_code in (403, 404):
                     problems.append(f"{where}: the owner/admin was refused")
     assert not problems, "\n".join(problems)
     state_after = (Study.objects.get(pk=study.pk).state, Rating.objects.count(), Study.objects.count(),
@@ -264,6 +272,7 @@ PATH_PARAMETERS = {
     "pk": "object",  # a judge run (API)
     "build_id": "object",  # a study build (its uploader's)
     "run_id": "object",  # a judge run (judges page)
+    "export_id": "object",  # a background export (the researcher's who asked for it)
     "sha256": "object",  # an image
     "position": "own queue",  # a place in the requester's own queue (screen_at(rater=…)): no one else's
     "name": "choice",  # a plot name

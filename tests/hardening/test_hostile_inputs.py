@@ -17,6 +17,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from analysis.export_services import study_export_run, study_export_start
 from analysis.models import Judge, JudgeRun
 from raters.models import RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
@@ -45,7 +46,7 @@ QUERY_NAMES = ["study", "state", "judge", "dim", "human", "threshold", "sort", "
                "turkSubmitTo", "next"]
 FORM_NAMES = ["decision", "reason", "item", "comparison", "tolerance", "agreement_threshold", "agree", "action",
               "slug", "title", "protocol", "task_type", "instructions", "raters_per_item", "assignment_mode",
-              "settings", "shown", "username", "password"]
+              "settings", "shown", "username", "password", "kind", "metrics", "endpoint", "model", "name"]
 JSON_BODIES = {
     "deep": '{"study": ' + "[" * 10_000 + "]" * 10_000 + "}",
     "nul": '{"study": "\\u0000", "judge": "\\u0000", "kind": "viescore", "slug": "a\\u0000", "title": "\\u0000", '
@@ -80,8 +81,9 @@ def hostile_world(db):
     run = JudgeRun.objects.create(judge=judge, study=study, total=4, config_hash="x")
     build = StudyBuild.objects.create(owner=owner, slug="hostile-built", state=StudyBuild.State.FAILED,
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
+    export = study_export_run(export_id=study_export_start(study=study, user=owner).pk)
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
-            "build_id": build.pk,
+            "build_id": build.pk, "export_id": export.pk,
             "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160"}
     return {"study": study, "real": real,
             "personas": {"anonymous": None, "rater": rater_user, "owner": owner}}
