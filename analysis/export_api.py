@@ -44,7 +44,7 @@ class StudyExports(APIView):
 
     permission_classes = RESEARCH_PERMISSIONS
 
-    class StartInput(serializers.Serializer):
+    class ExportStartInput(serializers.Serializer):
         kind = serializers.ChoiceField(choices=sorted(EXPORT_KINDS), required=False, default="dataset")
 
     @extend_schema(responses={200: StudyExportOutput(many=True)})
@@ -53,10 +53,10 @@ class StudyExports(APIView):
         exports = exports_for(study=study, user=request.user)
         return Response(StudyExportOutput(exports, many=True, context={"request": request}).data)
 
-    @extend_schema(request=StartInput, responses={202: StudyExportOutput})
+    @extend_schema(request=ExportStartInput, responses={202: StudyExportOutput})
     def post(self, request: Request, slug: str) -> Response:
         study = get_study_for_user(request.user, slug)
-        given = self.StartInput(data=request.data)
+        given = self.ExportStartInput(data=request.data)
         given.is_valid(raise_exception=True)
         try:
             export = study_export_start(study=study, user=request.user, kind=given.validated_data["kind"])

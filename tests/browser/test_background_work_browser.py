@@ -9,6 +9,7 @@ the test sets once it has seen the progress, so the page is caught mid-run on an
 from __future__ import annotations
 
 import io
+import queue
 import random
 import threading
 import zipfile
@@ -68,19 +69,28 @@ def rated_noisy_study(owner):
 
 
 def background(job, go: threading.Event):
-    """A _queue stand-in: after the commit, run ``job`` in a thread once ``go`` is set."""
+    """A _queue stand-in and a one-thread worker: after the commit the job's id goes on a queue,
+    which the worker thread takes in order (as a solo Celery worker would) once ``go`` is set."""
+    messages: queue.Queue = queue.Queue()
 
-    def queue(obj) -> None:
-        def work():
-            try:
-                assert go.wait(timeout=60), "the test never let the job go"
-                job.apply(args=[obj.pk])
-            finally:
-                connection.close()
+    def work():
+        try:
+            assert go.wait(timeout=60), "the test never let the worker go"
+            while True:
+                try:
+                    pk = messages.get(timeout=5)
+                except queue.Empty:
+                    return
+                job.apply(args=[pk])
+        finally:
+            connection.close()
 
-        transaction.on_commit(lambda: threading.Thread(target=work, daemon=True).start())
+    threading.Thread(target=work, daemon=True).start()
 
-    return queue
+    def queue_job(obj) -> None:
+        transaction.on_commit(lambda: messages.put(obj.pk))
+
+    return queue_job
 
 
 def login(page, username: str) -> None:
@@ -125,6 +135,13 @@ def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_sc
     assert page.locator("#judge-runs[data-watching]").count() == 1  # polling while the run is under way
     assert "0 / 16" in page.locator("#judge-runs").inner_text()
     shot(page, "judges-run-in-progress")
+
+    # cancelled while queued, then resumed: queued again, its job runs once the worker goes
+    page.click("#judge-runs button:has-text('Cancel')")
+    page.wait_for_selector("#judge-runs .run-cancelled")
+    page.click("#judge-runs button:has-text('Resume')")
+    page.wait_for_selector("#judge-runs .run-queued")
+    assert page.locator("#judge-runs[data-watching]").count() == 1
 
     go.set()  # the worker starts; the polled partial reloads the page once the run is done
     wait_until(page, "document.querySelector('#judge-runs .run-done') !== null", timeout_s=60)
