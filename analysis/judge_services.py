@@ -412,13 +412,15 @@ def judge_run_check(*, judge: Judge, study: Study) -> None:
         full = [m for m in chosen if m in FULL_REFERENCE_METRICS + MASKED_METRICS]
         if full and not _items_with_roles(study, ["source"]):
             raise JudgeRunError(
-                f"{', '.join(full)} compare each output with its source image, and no item of {study.slug} "
-                f"({study.task_type}) has one; choose sharpness or noise, which need no reference"
+                f"{', '.join(full)}: {'these metrics compare' if len(full) > 1 else 'this metric compares'} each output "
+                f"with its source image, and no item of {study.slug} ({study.task_type}) has one; choose sharpness or "
+                "noise, which need no reference"
             )
         masked = [m for m in chosen if m in MASKED_METRICS]
         if masked and len(masked) == len(chosen) and not _items_with_roles(study, ["source", "mask"]):
             raise JudgeRunError(
-                f"{', '.join(masked)} measure the change outside the edit's mask, and no item of {study.slug} "
+                f"{', '.join(masked)}: {'these metrics measure' if len(masked) > 1 else 'this metric measures'} the change "
+                f"outside the edit's mask, and no item of {study.slug} "
                 f"({study.task_type}) has a source image with a mask; choose L1, L2, PSNR or SSIM of the whole image"
             )
     elif judge.kind == Judge.Kind.VIESCORE:

@@ -63,7 +63,7 @@ def t2i_study(owner, *, items=3):
 def test_ssim_on_text_to_image_is_refused_naming_the_missing_source(researcher):
     study = t2i_study(researcher)
     judge = judge_create(name="ssim", kind="metric", params={"metrics": ["SSIM", "PSNR"]}, owner=researcher)
-    with pytest.raises(JudgeRunError, match=r"SSIM, PSNR compare each output with its source image.*text_to_image"):
+    with pytest.raises(JudgeRunError, match=r"SSIM, PSNR: these metrics compare each output with its source image.*text_to_image"):
         judge_run_start(judge=judge, study=study)
     assert not JudgeRun.objects.exists()
 
@@ -153,7 +153,7 @@ def test_a_run_that_cannot_work_is_refused_in_the_page_with_the_reason(client, r
     response = client.post(reverse("judge_run_start", args=[study.slug]), {"kind": "metric", "metrics": ["SSIM"]})
     assert response.status_code == 400
     html = response.content.decode()
-    assert 'data-testid="run-refused"' in html and "SSIM compare each output with its source image" in html
+    assert 'data-testid="run-refused"' in html and "SSIM: this metric compares each output with its source image" in html
     assert not JudgeRun.objects.exists() and not Judge.objects.filter(owner=researcher).exists()
 
 
@@ -200,5 +200,5 @@ def test_the_api_refuses_a_run_that_cannot_work_with_400_naming_the_reason(clien
     response = client.post(reverse("api-judge-runs"), {"study": study.slug, "judge": "ssim", "kind": "metric",
                                                        "params": {"metrics": ["SSIM"]}}, content_type="application/json")
     assert response.status_code == 400
-    assert "SSIM compare each output with its source image" in response.json()["detail"]
+    assert "SSIM: this metric compares each output with its source image" in response.json()["detail"]
     assert not JudgeRun.objects.exists() and not Judge.objects.filter(owner=researcher).exists()

@@ -34,9 +34,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def shot(page, name: str) -> None:
+def shot(page, name: str, *, full_page: bool = True) -> None:
     DOCS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(DOCS / f"{name}.png"), full_page=full_page)
 
 
 def noisy_png(amplitude: float, seed: int) -> bytes:
@@ -115,12 +115,18 @@ def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_sc
     page.select_option("select[name=kind]", "viescore")  # the static script shows the endpoint fieldset
     assert not page.locator("fieldset[data-for-kinds='metric']").is_visible()
     page.select_option("select[name=kind]", "metric")
+    page.check("input[name=metrics][value=sharpness]")
+    page.check("input[name=metrics][value=noise]")
+    page.locator("#judge-start").scroll_into_view_if_needed()
+    shot(page, "judges-start-run-form")
 
     # SSIM needs source images; a text-to-image study has none: refused, with the reason
+    page.uncheck("input[name=metrics][value=sharpness]")
+    page.uncheck("input[name=metrics][value=noise]")
     page.check("input[name=metrics][value=SSIM]")
     page.click("#judge-start button[type=submit]")
     refused = page.locator("[data-testid=run-refused]")
-    assert "SSIM compare each output with its source image" in refused.inner_text()
+    assert "SSIM: this metric compares each output with its source image" in refused.inner_text()
     refused.scroll_into_view_if_needed()
     shot(page, "judges-run-refused")
     assert not JudgeRun.objects.exists()
@@ -128,8 +134,6 @@ def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_sc
     page.uncheck("input[name=metrics][value=SSIM]")
     page.check("input[name=metrics][value=sharpness]")
     page.check("input[name=metrics][value=noise]")
-    page.locator("#judge-start").scroll_into_view_if_needed()
-    shot(page, "judges-start-run-form")
     page.click("#judge-start button[type=submit]")
     page.wait_for_url("**#judge-runs")
     assert page.locator("#judge-runs[data-watching]").count() == 1  # polling while the run is under way
@@ -144,15 +148,17 @@ def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_sc
     assert page.locator("#judge-runs[data-watching]").count() == 1
 
     go.set()  # the worker starts; the polled partial reloads the page once the run is done
-    wait_until(page, "document.querySelector('#judge-runs .run-done') !== null", timeout_s=60)
-    wait_until(page, "document.readyState === 'complete' && document.body.innerText.includes('SRCC / PLCC / KRCC')",
-               timeout_s=30)
+    # selectors, not page.evaluate: the reload destroys the context an evaluate would run in
+    page.wait_for_selector("table.compact th:has-text('metrics sharpness noise')", timeout=60_000)  # after the reload
+    page.wait_for_load_state("load")
     run = JudgeRun.objects.get(study=study)
     assert (run.state, run.done, run.total) == ("done", 16, 16)
     assert "16 / 16" in page.locator("#judge-runs").inner_text()
     table = page.locator("table.compact").first.inner_text()
     assert "metrics sharpness noise" in table and "Crisp" in table and "Grainy" in table
-    shot(page, "judges-run-done-scores")
+    page.evaluate("window.scrollTo(0, 0)")
+    page.set_viewport_size({"width": 1366, "height": 1100})
+    shot(page, "judges-run-done-scores", full_page=False)  # the runs table and the scores, not the long item list
     assert not [e for e in errors if "Content Security Policy" in e], errors
 
 
