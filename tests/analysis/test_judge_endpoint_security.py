@@ -260,8 +260,9 @@ def test_offline_metric_and_embedding_params_are_checked_too(client, world):
         body = {"study": "alice-study", "judge": f"offline {kind}", "kind": kind, "params": params}
         response = start(client, world["alice"], body)
         assert response.status_code == 400 and named in response.json()["detail"], (params, response.content)
-    ok = start(client, world["alice"], {"study": "alice-study", "judge": "ssim", "kind": "metric",
-                                        "params": {"metrics": ["SSIM", "L1"]}})
+    # no-reference metrics: SSIM or L1 on this text-to-image study would be refused (no source images)
+    ok = start(client, world["alice"], {"study": "alice-study", "judge": "sharp", "kind": "metric",
+                                        "params": {"metrics": ["sharpness", "noise"]}})
     assert ok.status_code == 201, ok.content
 
 

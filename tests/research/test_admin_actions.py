@@ -79,11 +79,11 @@ def test_an_empty_reason_blocks_nobody(admin_client):
 
 
 def test_a_runnable_judge_appears_as_a_study_action_and_starts_a_run(admin_client, settings):
-    judge = Judge.objects.create(name="ssim-metric", kind="metric", params={"metrics": ["SSIM"]})
+    judge = Judge.objects.create(name="sharpness-metric", kind="metric", params={"metrics": ["sharpness"]})
     study = make_study()
     make_item(study)
     changelist = admin_client.get(reverse("admin:tasks_study_changelist")).content.decode()
-    assert "Start judge run: ssim-metric" in changelist
+    assert "Start judge run: sharpness-metric" in changelist
     page = _act(admin_client, "admin:tasks_study_changelist", f"start_judge_{judge.pk}", [study.pk]).content.decode()
     run = JudgeRun.objects.get(judge=judge, study=study)
     assert f"Judge run {run.pk} queued on {study.slug} (1 units)" in page
