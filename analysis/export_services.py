@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from django.utils import timezone
 from analysis.models import StudyExport
 from tasks.models import Rating, Study
 
-logger = logging.getLogger(__name__)
 
 PROGRESS_SECONDS = 1.0  # progress is written at most this often
 
@@ -126,7 +124,8 @@ def study_export_run(*, export_id: int, task_id: str = "") -> StudyExport | None
     if task_id:  # the same task delivered again after its worker was killed
         claimable |= Q(state=StudyExport.State.RUNNING, task_id=task_id[:64])
     claimed = StudyExport.objects.filter(claimable, pk=export_id).update(
-        state=StudyExport.State.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id[:64], done=0, stage="starting")
+        state=StudyExport.State.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id[:64], done=0,
+        stage="starting")
     if not claimed:
         return None
     export = StudyExport.objects.select_related("study").get(pk=export_id)
@@ -163,8 +162,10 @@ def study_export_run(*, export_id: int, task_id: str = "") -> StudyExport | None
 def _prune(export: StudyExport) -> None:
     """Delete this researcher's older finished exports of the same study and kind: a new file
     replaces the old one, so the disk holds one file per (study, researcher, kind)."""
-    older = StudyExport.objects.filter(study_id=export.study_id, requested_by_id=export.requested_by_id, kind=export.kind,
-                                       state__in=[StudyExport.State.DONE, StudyExport.State.FAILED]).exclude(pk=export.pk)
+    older = StudyExport.objects.filter(
+        study_id=export.study_id, requested_by_id=export.requested_by_id, kind=export.kind,
+        state__in=[StudyExport.State.DONE, StudyExport.State.FAILED],
+    ).exclude(pk=export.pk)
     for old in older:
         if old.file:
             old.file.storage.delete(old.file.name)

@@ -216,7 +216,8 @@ def run_start(request: HttpRequest, slug: str) -> HttpResponse:
         except JudgeRunError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.info(request, f"Run {run.pk} of {run.judge.name} started on {run.total} item{'s' if run.total != 1 else ''}.")
+            items = f"{run.total} item{'s' if run.total != 1 else ''}"
+            messages.info(request, f"Run {run.pk} of {run.judge.name} started on {items}.")
             return redirect(f"{reverse('judge_side_by_side', args=[study.slug])}#judge-runs")
     return _page(request, study, form, status=400)
 

@@ -52,8 +52,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport: str, concurrency: int, noreload: bool, **options):
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            raise CommandError("Celery is in eager mode (CELERY_BROKER_URL unset): there is nothing for a worker to take. "
-                               "Set CELERY_BROKER_URL=filesystem:// for the embedded broker, or a redis:// URL.")
+            raise CommandError("Celery is in eager mode (CELERY_BROKER_URL unset): there is nothing for a worker "
+                               "to take. Set CELERY_BROKER_URL=filesystem:// for the embedded broker, or a redis:// URL.")
         if concurrency < 1:
             raise CommandError("--concurrency must be at least 1")
         manage = Path(settings.BASE_DIR) / "manage.py"
