@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import subprocess
 import time
 
@@ -109,3 +110,52 @@ def test_stop_kills_a_process_that_ignores_sigterm(tmp_path):
     started = time.monotonic()
     stop([stubborn], grace=1)
     assert stubborn.returncode == -9 and time.monotonic() - started < 10
+
+
+@pytest.mark.slow
+def test_runsite_serves_with_a_worker_beside_it_and_ctrl_c_stops_both(tmp_path, settings):
+    """``make run``'s command: the web server answers, the worker comes up, and Ctrl-C (SIGINT to
+    the whole foreground process group, as a terminal sends it) leaves no process behind."""
+    import signal
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "CELERY_BROKER_URL": "filesystem://", "CELERY_FILESYSTEM_DIR": str(tmp_path / "broker"),
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'site.sqlite3'}", "MEDIA_ROOT": str(tmp_path / "media"),
+           "DJANGO_SETTINGS_MODULE": "annotation_site.settings", "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "runsite.log"
+    with open(log, "wb") as out:
+        site = subprocess.Popen([sys.executable, "manage.py", "runsite", f"127.0.0.1:{port}", "--noreload",
+                                 "--concurrency", "1"], cwd=settings.BASE_DIR, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            answered = False
+            while not (answered and "ready." in log.read_text(errors="replace")):
+                assert site.poll() is None, f"runsite exited ({site.returncode}):\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"not up in {DEADLINE_SECONDS} s:\n{log.read_text()[-3000:]}"
+                if not answered:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as page:
+                            answered = page.status == 200
+                    except OSError:
+                        pass
+                time.sleep(0.2)
+            os.killpg(site.pid, signal.SIGINT)  # Ctrl-C
+            site.wait(timeout=60)
+        finally:
+            if site.poll() is None:
+                os.killpg(site.pid, signal.SIGKILL)
+                site.wait()
+    deadline = time.monotonic() + 30
+    while True:  # the worker and the server are gone with it (their group is empty)
+        try:
+            os.killpg(site.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of runsite outlived Ctrl-C"
+        time.sleep(0.2)
+    assert "Stopping the web server and the worker" in log.read_text()
