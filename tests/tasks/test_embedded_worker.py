@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import subprocess
+import sys
 import time
 
 import pytest
