@@ -44,9 +44,8 @@ COLUMNS = [
 
 
 def _get_study_for_researcher(request: HttpRequest, slug: str) -> Study:
-    """The study if the user owns it or is staff; 404 otherwise (raters never learn it exists)."""
-    if not (request.user.is_staff or request.user.owned_studies.filter(slug=slug).exists()):
-        raise Http404("No such study")
+    """The study if the user may see it (owner, collaborator or staff: ``Study.objects.visible_to``);
+    404 otherwise (raters never learn it exists)."""
     return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
 
 
@@ -234,7 +233,7 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study, "title": "You cannot rate in this study",
             "text": "Your rater account is not active for rating.",
         }, status=403)
-    if rater.user_id is not None and study.owners.filter(pk=rater.user_id).exists():
+    if rater.user_id is not None and study.is_visible_to(rater.user):
         # An owner checking the page must not become one of their own raters: no attempt, no
         # answers, nothing that would count in screening or the rater list.
         return render(request, "rating/message.html", {
