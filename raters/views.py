@@ -276,8 +276,21 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     attempt = status.open_attempt
     if attempt is not None:
         return _qualification_screen(request, study, attempt, error=error, post=request.POST if error else None)
-    return render(request, "raters/qualification.html", {"study": study, "status": status, "error": error},
-                  status=422 if error else 200)
+    context = {"study": study, "status": status, "error": error}
+    if status.required and not status.passed and not status.may_try and status.attempts_used:
+        context.update(_failed_exit(study, rater))
+    return render(request, "raters/qualification.html", context, status=422 if error else 200)
+
+
+def _failed_exit(study: Study, rater: Rater) -> dict:
+    """The failed-qualification code and the way back to the rater's platform (tasks.outcomes)."""
+    from tasks.models import Participation
+    from tasks.outcomes import Outcome, exit_for
+
+    participation = Participation.objects.filter(study=study, rater=rater).select_related("rater").first()
+    if participation is None:
+        return {}
+    return {"exit": exit_for(study=study, participation=participation, outcome=Outcome.QUALIFICATION_FAILED).as_context()}
 
 
 def _qualification_screen(request: HttpRequest, study: Study, attempt, *, error: str = "", post=None) -> HttpResponse:
