@@ -100,14 +100,14 @@ def _collaborator_users(study: Study, usernames: list[str]) -> list:
     for name in usernames:
         user = users.get(name)
         if user is None or not user.is_active:
-            problems.append(f"no researcher account {name!r}")
+            problems.append(f"No researcher account {name!r}")
         elif user.pk in owners:
-            problems.append(f"{name} owns the study already")
+            problems.append(f"{name!r} owns the study already")
         elif not user_is_researcher(user):
             # a rater account would gain the study's research pages, ratings and raters' ids
-            problems.append(f"{name} is not a researcher account")
+            problems.append(f"{name!r} is not a researcher account")
     if problems:
-        raise ConfigurationRefused({"collaborators": "; ".join(problems).capitalize() + "."})
+        raise ConfigurationRefused({"collaborators": "; ".join(problems) + "."})
     return [users[name] for name in usernames]
 
 
@@ -128,8 +128,8 @@ def study_configure(*, study: Study, changes: dict, actor) -> Study:
     changed = {name: value for name, value in changes.items() if not _same(current[name], value)}
     allowed = editable_fields(study)
     locked = sorted(name for name in changed if name not in allowed)
-    errors = {name: f"Cannot change while the study is {study.get_state_display().lower()}: "
-                    "raters have seen the study as it is. Clone it to change this." for name in locked}
+    errors = {name: f"Changes only while the study is a draft; it is {study.get_state_display().lower()} and "
+                    "raters have seen it as it is. Clone it to change this." for name in locked}
     if study.state != Study.State.DRAFT and changed.get("raters_per_item", current["raters_per_item"]) < current["raters_per_item"]:
         errors["raters_per_item"] = (f"An open study can only get more raters per item (now "
                                      f"{current['raters_per_item']}): units already handed out count against it.")

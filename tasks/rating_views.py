@@ -242,7 +242,8 @@ def instructions(request: HttpRequest, slug: str) -> HttpResponse:
             participation.instructions_seen_at = timezone.now()
             participation.save(update_fields=["instructions_seen_at"])
         return redirect("rating:next", study.slug)
-    return render(request, "rating/instructions.html", {"study": study, **_rubric_context(study)})
+    return render(request, "rating/instructions.html", {
+        "study": study, "examples": study.worked_examples.select_related("image"), **_rubric_context(study)})
 
 
 def _rubric_context(study: Study) -> dict:
