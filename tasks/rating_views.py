@@ -279,6 +279,11 @@ def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         screen = assignment_next(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
+        allowed, _ = completion_allowed(rater=participation.rater, study=study)
+        if not allowed:  # screened out (or failed the test): their outcome's code and the way back
+            outcome = outcomes.refusal_outcome(study=study, rater=participation.rater)
+            return _exit_page(request, study, outcomes.exit_for(study=study, participation=participation,
+                                                                 outcome=outcome), text=str(exc))
         return _message(request, study, "No rating right now", str(exc))
     if screen is None:
         if not Rating.objects.filter(rater=participation.rater, study=study).exists():
@@ -408,6 +413,10 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST),
                       standing=participation.standing)
     except RatingRejected as exc:
+        if not completion_allowed(rater=rater, study=study)[0]:  # screened out meanwhile: to their exit
+            if request.htmx:
+                return HttpResponse(status=204, headers={"HX-Redirect": reverse("rating:next", args=[study.slug])})
+            return redirect("rating:next", study.slug)
         # htmx swaps only 2xx responses: the refused screen comes back as 200 with the message.
         return _render_screen(request, participation, screen, error=str(exc), post=request.POST,
                               status=200 if request.htmx else 422)
