@@ -218,6 +218,15 @@ def test_an_open_study_takes_no_new_example(draft):
         worked_example_add(study=draft, upload=_upload(png_bytes()), caption="late")
 
 
+def test_an_example_of_another_study_cannot_be_removed_through_your_own_draft(draft, owner, client):
+    other = make_study(slug="cfg-other", state=Study.State.DRAFT)
+    other.owners.add(make_user("other-owner"))
+    theirs = worked_example_add(study=other, upload=_upload(png_bytes(color=(7, 7, 7))), caption="theirs")
+    client.force_login(owner)
+    page = client.post(f"/research/{draft.slug}/configure/examples/", {"remove": str(theirs.pk)}, follow=True)
+    assert b"No such example" in page.content and WorkedExample.objects.filter(pk=theirs.pk).exists()
+
+
 # ------------------------------------------------------------------ the page
 
 
