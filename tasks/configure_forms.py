@@ -76,7 +76,7 @@ class StudyConfigureForm(forms.Form):
     units_per_session = forms.IntegerField(label="Screens per session", min_value=1, max_value=1000,
                                            help_text="Balanced mode: screens a rater gets per session")
     raters_per_item = forms.IntegerField(label="Raters per item", min_value=1, max_value=100)
-    assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices)
+    assignment_mode = forms.ChoiceField(label="Assignment mode", choices=Study.AssignmentMode.choices)
 
     consent_text = forms.CharField(label="Consent text", required=False, max_length=TEXT_MAX,
                                    widget=forms.Textarea(attrs={"rows": 5}),
@@ -92,7 +92,7 @@ class StudyConfigureForm(forms.Form):
         label="Estimated seconds per screen", required=False, min_value=1, max_value=3600,
         help_text="For the cost estimate until 20 ratings measure it")
 
-    instructions = forms.CharField(required=False, max_length=TEXT_MAX, widget=forms.Textarea(attrs={"rows": 5}))
+    instructions = forms.CharField(label="Instructions", required=False, max_length=TEXT_MAX, widget=forms.Textarea(attrs={"rows": 5}))
 
     qualification_required = forms.BooleanField(label="Qualification test before the work", required=False)
     qualification_size = forms.IntegerField(label="Test questions", min_value=1, max_value=100)
