@@ -504,9 +504,12 @@ def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
         allowed |= Exists(Study.collaborators.through.objects.filter(study_id=study, user_id=user.pk))
     studies = Study.objects.filter(allowed).values("pk")
     image = OuterRef("pk")
+    # Worked examples are shown on the instructions page, before any work is claimed: anyone who
+    # takes part in the study (a participation, i.e. consented) may see them.
+    taking_part = Study.objects.filter(allowed | Exists(Participation.objects.filter(raters, study=study))).values("pk")
     used = (Exists(Item.objects.filter(image_id=image, study_id__in=studies))
             | Exists(ConditionImage.objects.filter(image_id=image, instance__study_id__in=studies))
-            | Exists(WorkedExample.objects.filter(image_id=image, study_id__in=studies)))
+            | Exists(WorkedExample.objects.filter(image_id=image, study_id__in=taking_part)))
     return images.filter(used).first()
 
 

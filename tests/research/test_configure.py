@@ -206,8 +206,11 @@ def test_examples_are_shown_to_the_studys_raters_and_hidden_from_everyone_else(d
     Study.objects.filter(pk=draft.pk).update(state=Study.State.OPEN)
     url = f"/img/{example.image.sha256}/full"
     assert client.get(url).status_code == 404  # nobody yet
+    client.get(f"/s/{draft.slug}/start?PROLIFIC_PID=EX1")
+    assert client.get(url).status_code == 404  # opened the link, not consented: not taking part
+    client.post(f"/s/{draft.slug}/consent", {"agree": "yes"})
+    assert client.get(url).status_code == 200  # on the instructions page, before any work
     crowd_enter(client, Study.objects.get(pk=draft.pk), pid="EX1")
-    assert client.get(url).status_code == 200
     page = client.get(f"/s/{draft.slug}/instructions").content.decode()
     assert "Why: crisp" in page and example.image.sha256 in page
 
