@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from raters.models import QualityPolicy
+from raters.models import AttentionCheck, QualityPolicy
 from tasks import protocols
 from tasks.images import ImageRejected, inspect_image, store_image
 from tasks.models import Item, Rating, Study, WorkedExample
@@ -204,6 +204,46 @@ def worked_example_remove(*, study: Study, example_id: int) -> None:
     deleted, _ = WorkedExample.objects.filter(study=study, pk=example_id).delete()
     if not deleted:
         raise ConfigurationRefused({"__all__": "No such example in this study."})
+
+
+# ------------------------------------------------------------------ attention checks
+
+ATTENTION_MAX = 10
+
+
+@transaction.atomic
+def attention_checks_set(*, study: Study, count: int, spacing: int) -> list[AttentionCheck]:
+    """Replace the study's attention checks with ``count`` instructed-response items, the k-th
+    shown once a rater's queue reaches ``k × spacing`` screens. Drafts only; not pairwise (checks
+    are single items). ``count`` 0 removes them.
+
+    Each check is a study item set aside (its ratings never enter analysis), told apart by its
+    instruction: "choose the middle of the first scale" (ImagenHub SC 0.5, a 1–5 Likert 3), an
+    answer a careful rater gives whatever the image shows. Items are taken in their random
+    ``rank`` order among those without gold and not yet handed out.
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state != Study.State.DRAFT:
+        raise ConfigurationRefused({"__all__": "Attention checks change only while the study is a draft."})
+    if study.protocol == protocols.PAIRWISE:
+        raise ConfigurationRefused({"__all__": "Pairwise studies have no attention checks (they are single items); "
+                                               "use hidden gold comparisons."})
+    if not 0 <= count <= ATTENTION_MAX:
+        raise ConfigurationRefused({"count": f"Between 0 and {ATTENTION_MAX}."})
+    if not 1 <= spacing <= 1000:
+        raise ConfigurationRefused({"spacing": "Between 1 and 1000 screens."})
+    AttentionCheck.objects.filter(study=study).delete()  # a draft: nobody has answered them
+    if count == 0:
+        return []
+    pool = list(Item.objects.filter(study=study, gold__isnull=True, claims=0).order_by("rank")[:count])
+    if len(pool) < count:
+        raise ConfigurationRefused({"count": f"Only {len(pool)} items are free to set aside as checks."})
+    dimension = study.protocol_def.dimensions(study.protocol_settings)[0]
+    value = dimension.choices[len(dimension.choices) // 2]
+    instruction = f"Attention check: please choose {value:g} for {dimension.label} on this image, whatever you see."
+    return [AttentionCheck.objects.create(study=study, item=item, instruction=instruction[:300],
+                                          expected_values={dimension.key: value}, after_items=spacing * (k + 1))
+            for k, item in enumerate(pool)]
 
 
 # ------------------------------------------------------------------ cost

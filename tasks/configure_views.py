@@ -23,6 +23,7 @@ from tasks import protocols
 from tasks.configure_forms import StudyConfigureForm, WorkedExampleForm, initial_of
 from tasks.configure_services import (
     ConfigurationRefused,
+    attention_checks_set,
     study_configure,
     study_cost,
     worked_example_add,
@@ -58,6 +59,7 @@ def study_configure_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "research/configure.html", {
         "study": study, "form": form, "cost": study_cost(study),
         "examples": study.worked_examples.select_related("image"),
+        "attention_checks": study.attention_checks.select_related("item__instance", "item__gen_model"),
         "example_form": WorkedExampleForm(), "is_draft": study.state == Study.State.DRAFT,
         "is_owner": request.user.is_staff or study.owners.filter(pk=request.user.pk).exists(),
     }, status=status)
@@ -84,6 +86,27 @@ def study_examples(request: HttpRequest, slug: str) -> HttpResponse:
     except ConfigurationRefused as exc:
         messages.error(request, "Example not saved: " + str(exc))
     return redirect(reverse("research-study-configure", args=[study.slug]) + "#examples")
+
+
+def _small_int(value: str | None, *, name: str) -> int:
+    if value is None or not (value.isascii() and value.isdigit() and len(value) <= 4):
+        raise ConfigurationRefused({name: "A whole number."})
+    return int(value)
+
+
+@researcher_required
+@require_POST
+def study_attention(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the number of attention checks and their spacing (drafts only)."""
+    study = _get_study_for_user(request, slug)
+    try:
+        checks = attention_checks_set(study=study, count=_small_int(request.POST.get("count"), name="count"),
+                                      spacing=_small_int(request.POST.get("spacing"), name="spacing"))
+    except ConfigurationRefused as exc:
+        messages.error(request, "Attention checks not changed: " + str(exc))
+    else:
+        messages.success(request, f"{len(checks)} attention check{'s' if len(checks) != 1 else ''} set.")
+    return redirect(reverse("research-study-configure", args=[study.slug]) + "#attention")
 
 
 # ------------------------------------------------------------------ launch

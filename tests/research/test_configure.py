@@ -408,3 +408,39 @@ def test_csv_of_worked_example_caption_is_not_needed_but_the_image_bytes_stay_co
     second = worked_example_add(study=draft, upload=SimpleUploadedFile("b.png", io.BytesIO(png_bytes(color=(9, 9, 9))).read()),
                                 caption="b")
     assert first.image_id == second.image_id  # stored once per hash, like every image
+
+
+# ------------------------------------------------------------------ attention checks
+
+
+def test_attention_checks_are_set_aside_items_with_the_middle_answer_spaced_through_the_queue(draft, owner, client):
+    from raters.models import AttentionCheck
+
+    client.force_login(owner)
+    client.post(f"/research/{draft.slug}/configure/attention/", {"count": "2", "spacing": "5"})
+    checks = list(AttentionCheck.objects.filter(study=draft).order_by("after_items"))
+    assert [c.after_items for c in checks] == [5, 10]
+    assert all(c.expected_values == {"SC": 0.5} and "0.5" in c.instruction for c in checks)
+    assert len({c.item_id for c in checks}) == 2
+    assert b"Attention check: please choose 0.5" in client.get(f"/research/{draft.slug}/configure/").content
+    client.post(f"/research/{draft.slug}/configure/attention/", {"count": "0", "spacing": "5"})
+    assert not AttentionCheck.objects.filter(study=draft).exists()
+
+
+def test_attention_checks_are_refused_with_a_reason_when_they_cannot_be_set(draft, owner, client):
+    from raters.models import AttentionCheck
+    from tasks.configure_services import attention_checks_set
+
+    with pytest.raises(ConfigurationRefused) as refused:
+        attention_checks_set(study=draft, count=5, spacing=3)  # 4 items only
+    assert "Only 4 items" in refused.value.errors["count"]
+    client.force_login(owner)
+    page = client.post(f"/research/{draft.slug}/configure/attention/", {"count": "9" * 30, "spacing": "x"}, follow=True)
+    assert b"Attention checks not changed" in page.content
+    Study.objects.filter(pk=draft.pk).update(state=Study.State.OPEN)
+    with pytest.raises(ConfigurationRefused):
+        attention_checks_set(study=draft, count=1, spacing=3)
+    pairs = make_study(protocol="pairwise", task_type="pairwise", state=Study.State.DRAFT)
+    with pytest.raises(ConfigurationRefused):
+        attention_checks_set(study=pairs, count=1, spacing=3)
+    assert not AttentionCheck.objects.exists()
