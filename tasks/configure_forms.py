@@ -92,7 +92,8 @@ class StudyConfigureForm(forms.Form):
         label="Estimated seconds per screen", required=False, min_value=1, max_value=3600,
         help_text="For the cost estimate until 20 ratings measure it")
 
-    instructions = forms.CharField(label="Instructions", required=False, max_length=TEXT_MAX, widget=forms.Textarea(attrs={"rows": 5}))
+    instructions = forms.CharField(label="Instructions", required=False, max_length=TEXT_MAX,
+                                   widget=forms.Textarea(attrs={"rows": 5}))
 
     qualification_required = forms.BooleanField(label="Qualification test before the work", required=False)
     qualification_size = forms.IntegerField(label="Test questions", min_value=1, max_value=100)

@@ -130,7 +130,8 @@ def study_configure(*, study: Study, changes: dict, actor) -> Study:
     locked = sorted(name for name in changed if name not in allowed)
     errors = {name: f"Changes only while the study is a draft; it is {study.get_state_display().lower()} and "
                     "raters have seen it as it is. Clone it to change this." for name in locked}
-    if study.state != Study.State.DRAFT and changed.get("raters_per_item", current["raters_per_item"]) < current["raters_per_item"]:
+    shrinks = changed.get("raters_per_item", current["raters_per_item"]) < current["raters_per_item"]
+    if study.state != Study.State.DRAFT and shrinks:
         errors["raters_per_item"] = (f"An open study can only get more raters per item (now "
                                      f"{current['raters_per_item']}): units already handed out count against it.")
     if "collaborators" in changed and not (actor.is_staff or study.owners.filter(pk=actor.pk).exists()):
@@ -334,7 +335,8 @@ def study_cost(study: Study) -> CostEstimate:
     else:
         seconds, measured = (float(study.seconds_per_unit_estimate) if study.seconds_per_unit_estimate else None), False
     gold_share = float(study.protocol_settings.get("gold_share", 0.0) or 0.0)
-    return CostEstimate(units=units, raters_per_item=study.raters_per_item, ratings_needed=units * study.raters_per_item,
-                        ratings_done=min(done, units * study.raters_per_item), gold_share=gold_share,
+    needed = units * study.raters_per_item
+    return CostEstimate(units=units, raters_per_item=study.raters_per_item, ratings_needed=needed,
+                        ratings_done=min(done, needed), gold_share=gold_share,
                         seconds_per_unit=seconds, measured=measured, pay_per_hour=study.pay_per_hour,
                         currency=study.pay_currency or "")

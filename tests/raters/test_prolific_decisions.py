@@ -17,9 +17,10 @@ from tests.factories import make_item, make_rater, make_study, make_user
 pytestmark = pytest.mark.django_db
 
 
-def _participant(study, pid, *, rated=1, completed=True, session="S-" ):
+def _participant(study, pid, *, rated=1, completed=True, session="S-"):
     rater = make_rater(platform="prolific", external_id=pid)
-    Participation.objects.create(study=study, rater=rater, seed=1, crowd={"platform": "prolific", "SESSION_ID": session + pid},
+    Participation.objects.create(study=study, rater=rater, seed=1,
+                                 crowd={"platform": "prolific", "SESSION_ID": session + pid},
                                  completed_at=timezone.now() if completed else None)
     for item in list(study.items.all())[:rated]:
         Rating.objects.create(study=study, rater=rater, item=item, values={"SC": 1, "PQ": 1}, time_on_item_ms=30_000)
