@@ -17,6 +17,8 @@ urlpatterns = [
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
+    path("studies/<slug:slug>/prolific-decisions/", task_api.StudyProlificDecisions.as_view(),
+         name="api-study-prolific-decisions"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

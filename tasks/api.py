@@ -155,13 +155,15 @@ class StudyDetail(APIView):
 
     def _output(self, study: Study) -> dict:
         from tasks.configure_services import editable_fields, study_configuration, study_cost
+        from tasks.configure_views import launch_links
 
         data = dict(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data)
         configuration = study_configuration(study)
         if configuration["pay_per_hour"] is not None:
             configuration["pay_per_hour"] = str(configuration["pay_per_hour"])
+        start = self.request.build_absolute_uri(reverse("rating:start", args=[study.slug]))
         data.update(configuration=configuration, editable=sorted(editable_fields(study)),
-                    cost=study_cost(study).as_dict())
+                    cost=study_cost(study).as_dict(), links=launch_links(start))
         return data
 
     @extend_schema(responses=StudyOutput)
@@ -269,3 +271,22 @@ class StudyRatings(generics.ListAPIView):
     def get_queryset(self):
         study = get_study_for_user(self.request.user, self.kwargs["slug"])
         return Rating.objects.filter(study=study).order_by("id")
+
+
+class StudyProlificDecisions(APIView):
+    """The raters page's Prolific decisions as JSON: one row per Prolific participant (raters.payouts)."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses=inline_serializer("ProlificDecision", {
+        "participant_id": serializers.CharField(), "session_id": serializers.CharField(),
+        "decision": serializers.CharField(), "reason": serializers.CharField(), "bonus": serializers.CharField(),
+        "ratings": serializers.IntegerField(), "flags": serializers.CharField(), "standing": serializers.CharField(),
+    }, many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        from raters.payouts import prolific_decisions
+
+        study = get_study_for_user(request.user, slug)
+        return Response([{"participant_id": r.participant_id, "session_id": r.session_id, "decision": r.decision,
+                          "reason": r.reason, "bonus": f"{r.bonus:.2f}", "ratings": r.ratings, "flags": r.flags,
+                          "standing": r.standing} for r in prolific_decisions(study)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 
@@ -443,3 +444,22 @@ def test_attention_checks_are_refused_with_a_reason_when_they_cannot_be_set(draf
     with pytest.raises(ConfigurationRefused):
         attention_checks_set(study=pairs, count=1, spacing=3)
     assert not AttentionCheck.objects.exists()
+
+
+def test_the_api_alone_runs_configure_publish_close_and_the_prolific_decisions(draft, owner, client):
+    from tests.factories import crowd_enter
+
+    api = _api(owner)
+    assert api.patch(f"/api/studies/{draft.slug}/", {"completion_code": "APIDONE", "closed_code": "APICLOSED",
+                                                     "units_per_session": 2}, format="json").status_code == 200
+    body = api.get(f"/api/studies/{draft.slug}/").json()
+    assert "PROLIFIC_PID={{%PROLIFIC_PID%}}" in body["links"]["prolific"]
+    assert api.post(f"/api/studies/{draft.slug}/publish/").json()["state"] == "open"
+    url = crowd_enter(client, Study.objects.get(pk=draft.pk), pid="PAPI")
+    fields = sorted(set(re.findall(r'name="(u\d+-[\w-]+)"', client.get(url).content.decode())))
+    client.post(url, {name: "1" for name in fields})
+    assert api.post(f"/api/studies/{draft.slug}/close/").json()["state"] == "closed"
+    assert b"APIDONE" in client.get(f"/s/{draft.slug}/rate").content  # the in-flight rater's code
+    rows = api.get(f"/api/studies/{draft.slug}/prolific-decisions/").json()
+    assert [(r["participant_id"], r["session_id"]) for r in rows] == [("PAPI", "")]
+    assert _api(_researcher("nosy")).get(f"/api/studies/{draft.slug}/prolific-decisions/").status_code == 404
