@@ -224,7 +224,13 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     """The qualification test, one gold item per screen, on the same rating screen as the work
     (keys, rubric, checklist mode). Expected answers never reach the page; answers are kept in
     QualificationAnswer, never as ratings."""
-    study = get_object_or_404(Study, slug=slug, state=Study.State.OPEN)
+    study = get_object_or_404(Study, slug=slug, state__in=[Study.State.OPEN, Study.State.CLOSED])
+    if study.state == Study.State.CLOSED:
+        # Closed during the test: the rating flow gives a participant their code and the way back
+        # (tasks.outcomes), anyone else its neutral closed page.
+        if request.htmx:
+            return HttpResponse(status=204, headers={"HX-Redirect": reverse("rating:next", args=[study.slug])})
+        return redirect("rating:next", study.slug)
     rater = current_rater(request, slug)
     if rater is None:
         return redirect("rating:start", slug=study.slug)

@@ -127,3 +127,14 @@ def test_an_mturk_worker_gets_the_submit_form_with_the_outcome_code():
     exit_ = closed_exit(study=study, participation=participation)
     assert (exit_.code, exit_.mturk_action, exit_.mturk_assignment) == (
         "CLOSED-4", "https://www.mturk.com/mturk/externalSubmit", "A1")
+
+
+def test_a_rater_in_the_qualification_test_when_the_study_closes_is_sent_to_their_exit(client):
+    study = _study(n_items=2)
+    QualityPolicy.objects.create(study=study, qualification_required=True)
+    crowd_enter_no_work(client, study, pid="PG")
+    _close(study)
+    response = client.get(f"/studies/{study.slug}/qualification/", follow=True)
+    assert response.status_code == 410 and b"CLOSED-4" in response.content
+    htmx = client.post(f"/studies/{study.slug}/qualification/", {"action": "start"}, headers={"HX-Request": "true"})
+    assert htmx.status_code == 204 and htmx["HX-Redirect"] == f"/s/{study.slug}/rate"
