@@ -81,6 +81,7 @@ def test_a_new_researcher_configures_publishes_closes_and_pays_without_the_admin
     # Publish, then copy the Prolific link
     page.click("a:text('Publish…')")
     page.wait_for_url("**/launch/")
+    screenshot(page, "configure-launch-draft")
     page.click("[data-testid=publish]")
     page.wait_for_selector("text=is open for rating")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
