@@ -164,4 +164,23 @@ def study_export_input(study: Study) -> ExportInput:
     return ExportInput(
         votes=plan.numbers(), dimensions=plan.dimensions, meta=study_meta(study), questions=plan.questions,
         excluded=excluded, instances=instances, vote_rows=plan.rows, report=lambda: build_report(study),
+        item_info=item_info(study), rater_info=rater_info(study),
     )
+
+
+def item_info(study: Study) -> pd.DataFrame:
+    """Per item: its prompt, the output's path in the bundle it was built from, its image's SHA-256."""
+    rows = study.items.order_by().values_list("id", "instance__prompt", "output_path", "image__sha256")
+    return pd.DataFrame.from_records(list(rows), columns=["item", "prompt", "output_path", "image_sha256"])
+
+
+def rater_info(study: Study) -> pd.DataFrame:
+    """Per rater with work in the study: platform, crowd id (Prolific PID, MTurk worker id, the
+    imported source's rater name; empty for invited site users, whose user names stay out), the
+    standing in the study and the quality flags the raters page shows (codes, ``;``-separated)."""
+    from raters.quality import rater_rows  # the raters app reads tasks; import at call time
+
+    records = [(rater_label(row.rater.pk), row.rater.platform,
+                row.rater.external_id if row.rater.platform != "local" else "", row.state,
+                ";".join(row.flag_codes)) for row in rater_rows(study)]
+    return pd.DataFrame.from_records(records, columns=["rater", "platform", "crowd_id", "standing", "quality_flags"])

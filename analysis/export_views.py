@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from analysis.export_services import (EXPORT_KINDS, ExportError, export_fits_in_a_request, export_for_download,
                                       exports_for, study_export_start, study_vote_count)
 from tasks.models import Study
+from tasks.configure_views import sparse_layouts
 from tasks.research_views import researcher_required
 
 
@@ -36,7 +37,7 @@ def export_page(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx and request.GET.get("fragment") == "list":
         return render(request, "analysis/exports.html#list", context)
     votes = study_vote_count(study)
-    context.update(votes=votes, inline=export_fits_in_a_request(study))
+    context.update(votes=votes, inline=export_fits_in_a_request(study), sparse=sparse_layouts(study))
     return render(request, "analysis/exports.html", context)
 
 

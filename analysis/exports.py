@@ -78,6 +78,20 @@ class ExportInput:
     instances: pd.DataFrame | None = None  # key, prompt, question, sub_questions (EvalMi sheet)
     vote_rows: Callable[[], Iterable[pd.DataFrame]] | None = None
     report: dict | Callable[[], dict] | None = None
+    # Per item (``item``): prompt, output_path (in the bundle), image_sha256; per rater (``rater``
+    # label): platform, crowd_id, standing, quality_flags. Joined onto items.* and raters.*.
+    item_info: pd.DataFrame | None = None
+    rater_info: pd.DataFrame | None = None
+
+
+def _with_info(table: pd.DataFrame, info: pd.DataFrame | None, key: str) -> pd.DataFrame:
+    """``table`` with ``info``'s columns right after ``key`` (left join: every row stays)."""
+    if info is None or table.empty:
+        return table
+    joined = table.merge(info, on=key, how="left")
+    extra = [c for c in info.columns if c != key]
+    rest = [c for c in table.columns if c != key]
+    return joined[[key, *extra, *rest]]
 
 
 # ------------------------------------------------------------------ CSV safety
@@ -546,7 +560,8 @@ Study settings (with protocol defaults filled in) are in `study.json`.{
 ## How every number was made
 - **Votes** (`votes.*`): one row per rater and item as stored, the latest version of each rating
   (earlier edits are not exported); attention-check answers are not votes and are left out.
-  Raters are pseudonymous (`rater<id>`): no names or e-mails. Dimension columns hold the raw scale of the protocol
+  Raters are labelled `rater<id>`: no names or e-mails; `raters.*` adds each crowd rater's platform id
+  (`crowd_id`, to match payments and screening): drop that column before you publish the data. Dimension columns hold the raw scale of the protocol
   (ImagenHub SC/PQ in {{0, 0.5, 1}}; EvalMi Likert points).
 - **O** (ImagenHub only): per vote, O = sqrt(SC · PQ) (ImagenHub, Ku et al., 2023), so an image
   that ignores its conditions (SC = 0) scores 0.
@@ -714,8 +729,8 @@ def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
         yield from member("votes.parquet", _copy(copies["parquet"]))
 
         numbers = vote_columns(data.votes, data, params)
-        items = items_table(data, numbers) if data.dimensions else pd.DataFrame()
-        raters = raters_table(data, numbers, params.excluded)
+        items = _with_info(items_table(data, numbers), data.item_info, "item") if data.dimensions else pd.DataFrame()
+        raters = _with_info(raters_table(data, numbers, params.excluded), data.rater_info, "rater")
         tables = {"raters": raters, **({"items": items} if data.dimensions else {})}
         for name, table in tables.items():
             yield from member(f"{name}.csv", iter_csv(table))

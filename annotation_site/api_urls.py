@@ -21,6 +21,8 @@ urlpatterns = [
     path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),
     path("exports/<int:export_id>/", export_api.StudyExportDetail.as_view(), name="api-study-export-detail"),
     path("exports/<int:export_id>/download/", export_api.StudyExportDownload.as_view(), name="api-study-export-download"),
+    path("studies/<slug:slug>/prolific-decisions/", task_api.StudyProlificDecisions.as_view(),
+         name="api-study-prolific-decisions"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

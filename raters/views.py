@@ -44,9 +44,8 @@ COLUMNS = [
 
 
 def _get_study_for_researcher(request: HttpRequest, slug: str) -> Study:
-    """The study if the user owns it or is staff; 404 otherwise (raters never learn it exists)."""
-    if not (request.user.is_staff or request.user.owned_studies.filter(slug=slug).exists()):
-        raise Http404("No such study")
+    """The study if the user may see it (owner, collaborator or staff: ``Study.objects.visible_to``);
+    404 otherwise (raters never learn it exists)."""
     return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
 
 
@@ -225,7 +224,13 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     """The qualification test, one gold item per screen, on the same rating screen as the work
     (keys, rubric, checklist mode). Expected answers never reach the page; answers are kept in
     QualificationAnswer, never as ratings."""
-    study = get_object_or_404(Study, slug=slug, state=Study.State.OPEN)
+    study = get_object_or_404(Study, slug=slug, state__in=[Study.State.OPEN, Study.State.CLOSED])
+    if study.state == Study.State.CLOSED:
+        # Closed during the test: the rating flow gives a participant their code and the way back
+        # (tasks.outcomes), anyone else its neutral closed page.
+        if request.htmx:
+            return HttpResponse(status=204, headers={"HX-Redirect": reverse("rating:next", args=[study.slug])})
+        return redirect("rating:next", study.slug)
     rater = current_rater(request, slug)
     if rater is None:
         return redirect("rating:start", slug=study.slug)
@@ -234,7 +239,7 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study, "title": "You cannot rate in this study",
             "text": "Your rater account is not active for rating.",
         }, status=403)
-    if rater.user_id is not None and study.owners.filter(pk=rater.user_id).exists():
+    if rater.user_id is not None and study.is_visible_to(rater.user):
         # An owner checking the page must not become one of their own raters: no attempt, no
         # answers, nothing that would count in screening or the rater list.
         return render(request, "rating/message.html", {
@@ -277,8 +282,21 @@ def qualification(request: HttpRequest, slug: str) -> HttpResponse:
     attempt = status.open_attempt
     if attempt is not None:
         return _qualification_screen(request, study, attempt, error=error, post=request.POST if error else None)
-    return render(request, "raters/qualification.html", {"study": study, "status": status, "error": error},
-                  status=422 if error else 200)
+    context = {"study": study, "status": status, "error": error}
+    if status.required and not status.passed and not status.may_try and status.attempts_used:
+        context.update(_failed_exit(study, rater))
+    return render(request, "raters/qualification.html", context, status=422 if error else 200)
+
+
+def _failed_exit(study: Study, rater: Rater) -> dict:
+    """The failed-qualification code and the way back to the rater's platform (tasks.outcomes)."""
+    from tasks.models import Participation
+    from tasks.outcomes import Outcome, exit_for
+
+    participation = Participation.objects.filter(study=study, rater=rater).select_related("rater").first()
+    if participation is None:
+        return {}
+    return {"exit": exit_for(study=study, participation=participation, outcome=Outcome.QUALIFICATION_FAILED).as_context()}
 
 
 def _qualification_screen(request: HttpRequest, study: Study, attempt, *, error: str = "", post=None) -> HttpResponse:

@@ -63,7 +63,7 @@ class StudyAdmin(admin.ModelAdmin):
     list_display = ["slug", "title", "protocol", "task_type", "state", "raters_per_item", "assignment_mode", "created_at"]
     list_filter = ["protocol", "state", "assignment_mode", "task_type"]
     search_fields = ["slug", "title", "owners__username"]
-    filter_horizontal = ["owners"]
+    filter_horizontal = ["owners", "collaborators"]
     actions = ["open_studies", "close_studies", "clone_studies"]
 
     def _each(self, request, queryset, service, verb: str) -> None:

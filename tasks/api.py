@@ -148,12 +148,53 @@ class StudyListCreate(APIView):
 
 
 class StudyDetail(APIView):
+    """GET the study with its configuration, what may change now and its cost estimate; PATCH
+    its configuration (the configure page's form and service: tasks.configure_views)."""
+
     permission_classes = RESEARCH_PERMISSIONS
+
+    def _output(self, study: Study) -> dict:
+        from tasks.configure_services import editable_fields, study_configuration, study_cost
+        from tasks.configure_views import launch_links
+
+        data = dict(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data)
+        configuration = study_configuration(study)
+        if configuration["pay_per_hour"] is not None:
+            configuration["pay_per_hour"] = str(configuration["pay_per_hour"])
+        start = self.request.build_absolute_uri(reverse("rating:start", args=[study.slug]))
+        data.update(configuration=configuration, editable=sorted(editable_fields(study)),
+                    cost=study_cost(study).as_dict(), links=launch_links(start))
+        return data
 
     @extend_schema(responses=StudyOutput)
     def get(self, request: Request, slug: str) -> Response:
+        return Response(self._output(get_study_for_user(request.user, slug)))
+
+    @extend_schema(request=inline_serializer("StudyConfigurationPatch", {"completion_code": serializers.CharField()}),
+                   responses={200: StudyOutput, 400: inline_serializer("ConfigurationErrors", {
+                       "errors": serializers.DictField()}), 409: inline_serializer("ConfigurationLocked", {
+                           "errors": serializers.DictField()})})
+    def patch(self, request: Request, slug: str) -> Response:
+        """Change configuration fields (names as in ``configuration``). Refused as a whole: 400 for
+        a bad value, 409 for a field the study's state does not let change (see ``editable``)."""
+        from tasks.configure_forms import StudyConfigureForm, form_data_for_patch, patch_problems
+        from tasks.configure_services import ConfigurationRefused, study_configure
+
         study = get_study_for_user(request.user, slug)
-        return Response(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data)
+        problems = patch_problems(request.data)
+        if problems:
+            return Response({"errors": problems}, status=status.HTTP_400_BAD_REQUEST)
+        form = StudyConfigureForm(data=form_data_for_patch(study, request.data), study=study)
+        if not form.is_valid():
+            return Response({"errors": {k: " ".join(v) for k, v in form.errors.items()}},
+                            status=status.HTTP_400_BAD_REQUEST)
+        try:
+            study = study_configure(study=study, changes={k: form.cleaned_data[k] for k in request.data},
+                                    actor=request.user)
+        except ConfigurationRefused as exc:
+            return Response({"errors": exc.errors},
+                            status=status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_400_BAD_REQUEST)
+        return Response(self._output(study))
 
 
 class StudyAction(APIView):
@@ -230,3 +271,22 @@ class StudyRatings(generics.ListAPIView):
     def get_queryset(self):
         study = get_study_for_user(self.request.user, self.kwargs["slug"])
         return Rating.objects.filter(study=study).order_by("id")
+
+
+class StudyProlificDecisions(APIView):
+    """The raters page's Prolific decisions as JSON: one row per Prolific participant (raters.payouts)."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(responses=inline_serializer("ProlificDecision", {
+        "participant_id": serializers.CharField(), "session_id": serializers.CharField(),
+        "decision": serializers.CharField(), "reason": serializers.CharField(), "bonus": serializers.CharField(),
+        "ratings": serializers.IntegerField(), "flags": serializers.CharField(), "standing": serializers.CharField(),
+    }, many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        from raters.payouts import prolific_decisions
+
+        study = get_study_for_user(request.user, slug)
+        return Response([{"participant_id": r.participant_id, "session_id": r.session_id, "decision": r.decision,
+                          "reason": r.reason, "bonus": f"{r.bonus:.2f}", "ratings": r.ratings, "flags": r.flags,
+                          "standing": r.standing} for r in prolific_decisions(study)])

@@ -812,7 +812,8 @@ def _create_study(plan: BundlePlan, stored: dict[str, StoredImage], *, owner) ->
                                token=planned.tokens.get(role, ""))
                 for index, path in enumerate(paths)
             ]
-        items += [Item(study=study, instance=instance, gen_model=gen_models[model], image=stored[path])
+        items += [Item(study=study, instance=instance, gen_model=gen_models[model], image=stored[path],
+                       output_path=path)
                   for model, path in planned.outputs]
     ConditionImage.objects.bulk_create(conditions, batch_size=1000)
     items = Item.objects.bulk_create(items, batch_size=1000)

@@ -31,10 +31,17 @@ class StoredImage(models.Model):
 
 class StudyQuerySet(models.QuerySet):
     def visible_to(self, user) -> "StudyQuerySet":
-        """Studies a researcher may see: all for staff, owned ones otherwise."""
+        """Studies a researcher may see and run: all for staff, otherwise the ones they own or
+        collaborate on. The one access rule of the research side: pages, API, raters pages,
+        judges, images and previews all ask this (``Study.is_visible_to`` for one study)."""
+        if not user.is_authenticated:
+            return self.none()
         if user.is_staff:
             return self
-        return self.filter(owners=user)
+        return self.filter(
+            models.Q(pk__in=Study.owners.through.objects.filter(user_id=user.pk).values("study_id"))
+            | models.Q(pk__in=Study.collaborators.through.objects.filter(user_id=user.pk).values("study_id"))
+        )
 
 
 class Study(models.Model):
@@ -70,7 +77,28 @@ class Study(models.Model):
     settings = models.JSONField(default=dict, blank=True, help_text="Protocol settings, validated per protocol")
     completion_code = models.CharField(max_length=64, blank=True, help_text="Shown to crowd raters when they finish")
     completion_url = models.URLField(blank=True, help_text="Where crowd raters are sent when they finish (Prolific)")
+    # The other ways a crowd rater leaves a study, each with the code and link their platform
+    # expects (Prolific has one code per outcome): empty = no code for that outcome.
+    screened_out_code = models.CharField(max_length=64, blank=True, help_text="Rater rejected by screening")
+    screened_out_url = models.URLField(blank=True)
+    qualification_failed_code = models.CharField(max_length=64, blank=True, help_text="Rater failed the qualification")
+    qualification_failed_url = models.URLField(blank=True)
+    closed_code = models.CharField(
+        max_length=64, blank=True, help_text="Rater still working when the study closed, or no work left for them")
+    closed_url = models.URLField(blank=True)
+    consent_text = models.TextField(blank=True, help_text="Shown on the consent page; empty = the site's standard text")
+    estimated_minutes = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Estimated duration of one session, shown on the consent page")
+    pay_per_hour = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True,
+                                       help_text="Pay per hour of work, in pay_currency")
+    pay_currency = models.CharField(max_length=3, default="GBP", blank=True)
+    contact = models.CharField(max_length=200, blank=True, help_text="Who raters contact with questions (shown on consent)")
+    seconds_per_unit_estimate = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Estimated seconds per screen until ratings measure it (cost estimate)")
     owners = models.ManyToManyField(django_settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
+    collaborators = models.ManyToManyField(
+        django_settings.AUTH_USER_MODEL, blank=True, related_name="collaborating_studies",
+        help_text="Other researchers who may see and run the study (not change who collaborates)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = StudyQuerySet.as_manager()
@@ -108,6 +136,10 @@ class Study(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state == self.State.OPEN
+
+    def is_visible_to(self, user) -> bool:
+        """Whether ``user`` may see and run this study (see ``StudyQuerySet.visible_to``)."""
+        return Study.objects.visible_to(user).filter(pk=self.pk).exists()
 
 
 class GenModel(models.Model):
@@ -191,6 +223,7 @@ class Item(models.Model):
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="items")
     gen_model = models.ForeignKey(GenModel, on_delete=models.CASCADE, related_name="items")
     image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    output_path = models.CharField(max_length=500, blank=True, help_text="The output's path in the bundle it came from")
     ground_truth = models.JSONField(
         default=dict, blank=True, help_text="Known truth for generated data (demo); never shown to raters"
     )
@@ -555,6 +588,28 @@ class StudyBuild(models.Model):
         """Folder (under the images' upload path) of the image files this build writes: removed
         on failure, and found by prune_images if a killed worker left it behind."""
         return f"build-{self.pk}"
+
+
+class WorkedExample(models.Model):
+    """An example on the instructions page: an image, and what the right rating is and why.
+
+    The image is stored like every other (once per content hash) and served through the
+    access-checked ``/img/`` route to the study's raters.
+    """
+
+    CAPTION_MAX = 2000
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="worked_examples")
+    image = models.ForeignKey(StoredImage, on_delete=models.PROTECT, related_name="+")
+    caption = models.TextField(max_length=CAPTION_MAX, help_text="The rating this image deserves, and why")
+    position = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"example {self.position} of {self.study_id}"
 
 
 class ScreenReport(models.Model):

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from raters.gold import completion_allowed, qualification_status
 from raters.models import QualificationAttempt, Rater
-from tasks import crowd, protocols
+from tasks import crowd, outcomes, protocols
 from tasks.assignment import (
     AssignmentUnavailable,
     Screen,
@@ -33,7 +33,7 @@ from tasks.assignment import (
     screen_shown,
 )
 from tasks.derivatives import SIZES, derivative_ensure
-from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study
+from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study, WorkedExample
 from tasks.rating_context import (
     StaleScreen,
     parse_entries,
@@ -76,7 +76,7 @@ def _get_participation_for_request(request: HttpRequest, slug: str) -> tuple[Stu
 def _may_preview(request: HttpRequest, study: Study) -> bool:
     """Owners and staff see a study's rater pages in any state (to check a draft before publishing)."""
     user = request.user
-    return user.is_authenticated and (user.is_staff or study.owners.filter(pk=user.pk).exists())
+    return user.is_authenticated and study.is_visible_to(user)
 
 
 def _not_public(request: HttpRequest, study: Study) -> HttpResponse | None:
@@ -90,8 +90,32 @@ def _not_public(request: HttpRequest, study: Study) -> HttpResponse | None:
         return None
     if study.state == Study.State.DRAFT:
         raise Http404("No such study")
+    _, participation = _get_participation_for_request(request, study.slug)
+    if participation is not None:  # closed while they were in it: their code and the way back
+        if request.htmx:  # htmx swaps no 410: the whole page goes to the exit
+            return HttpResponse(status=204, headers={"HX-Redirect": reverse("rating:next", args=[study.slug])})
+        exit_ = outcomes.closed_exit(study=study, participation=participation)
+        return _exit_page(request, None, exit_, status=410)  # a closed study's page names nothing of it
     return _message(request, None, "This study is closed", "It takes no more ratings. Thank you for your interest.",
                     status=410)
+
+
+EXIT_TEXT = {
+    outcomes.Outcome.COMPLETED: ("Thank you!", "The study has closed. Your ratings are saved and count."),
+    outcomes.Outcome.SCREENED_OUT: ("Thank you", "Your participation in this study has ended."),
+    outcomes.Outcome.QUALIFICATION_FAILED: (
+        "Thank you", "Your answers did not reach the pass mark of the qualification test, so we cannot offer "
+                     "you this study."),
+    outcomes.Outcome.CLOSED: ("This study is closed", "It takes no more ratings, so there is no work for you."),
+}
+
+
+def _exit_page(request: HttpRequest, study: Study | None, exit_: outcomes.Exit, *, text: str = "",
+               status: int = 200) -> HttpResponse:
+    """A rater's last page: what happened, the outcome's code and the way back to their platform."""
+    title, default = EXIT_TEXT[exit_.outcome]
+    return render(request, "rating/exit.html", {"study": study, "title": title, "text": text or default,
+                                                **exit_.as_context()}, status=status)
 
 
 def _require(request: HttpRequest, slug: str) -> tuple[Study, Participation]:
@@ -218,7 +242,8 @@ def instructions(request: HttpRequest, slug: str) -> HttpResponse:
             participation.instructions_seen_at = timezone.now()
             participation.save(update_fields=["instructions_seen_at"])
         return redirect("rating:next", study.slug)
-    return render(request, "rating/instructions.html", {"study": study, **_rubric_context(study)})
+    return render(request, "rating/instructions.html", {
+        "study": study, "examples": study.worked_examples.select_related("image"), **_rubric_context(study)})
 
 
 def _rubric_context(study: Study) -> dict:
@@ -254,14 +279,20 @@ def next_screen(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         screen = assignment_next(rater=participation.rater, study=study, participation=participation)
     except AssignmentUnavailable as exc:
+        allowed, _ = completion_allowed(rater=participation.rater, study=study)
+        if not allowed:  # screened out (or failed the test): their outcome's code and the way back
+            outcome = outcomes.refusal_outcome(study=study, rater=participation.rater)
+            return _exit_page(request, study, outcomes.exit_for(study=study, participation=participation,
+                                                                 outcome=outcome), text=str(exc))
         return _message(request, study, "No rating right now", str(exc))
     if screen is None:
         if not Rating.objects.filter(rater=participation.rater, study=study).exists():
             # Nothing to rate and nothing rated (the study filled up before this rater's first
             # screen): say so here; the done page would send them back, round and round.
-            return _message(request, study, "No rating right now",
-                            "Every image of this study has all the ratings it needs, so there is no work for you. "
-                            "Thank you for your interest; please return the task on your platform.")
+            exit_ = outcomes.exit_for(study=study, participation=participation, outcome=outcomes.Outcome.CLOSED)
+            return _exit_page(request, study, exit_, text=(
+                "Every image of this study has all the ratings it needs, so there is no work for you. "
+                "Thank you for your interest; please return the task on your platform."))
         return redirect("rating:done", study.slug)
     return redirect(_unit_url(study, screen.position))
 
@@ -382,6 +413,10 @@ def unit(request: HttpRequest, slug: str, position: int) -> HttpResponse:
         screen_submit(rater=rater, screen=screen, entries=parse_entries(screen, request.POST),
                       standing=participation.standing)
     except RatingRejected as exc:
+        if not completion_allowed(rater=rater, study=study)[0]:  # screened out meanwhile: to their exit
+            if request.htmx:
+                return HttpResponse(status=204, headers={"HX-Redirect": reverse("rating:next", args=[study.slug])})
+            return redirect("rating:next", study.slug)
         # htmx swaps only 2xx responses: the refused screen comes back as 200 with the message.
         return _render_screen(request, participation, screen, error=str(exc), post=request.POST,
                               status=200 if request.htmx else 422)
@@ -416,21 +451,16 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
     if open_left or rated == 0:
         return redirect("rating:next", study.slug)
     allowed, why = completion_allowed(rater=rater, study=study)
-    if not allowed:  # failed qualification, rejected or blocked: no completion code
-        return _message(request, study, "Thank you", why)
+    if not allowed:  # failed qualification, rejected or blocked: not the completion code, their outcome's
+        outcome = outcomes.refusal_outcome(study=study, rater=rater)
+        return _exit_page(request, study, outcomes.exit_for(study=study, participation=participation, outcome=outcome),
+                          text=why)
     if participation.completed_at is None:
         participation.completed_at = timezone.now()
         participation.save(update_fields=["completed_at"])
-    platform = participation.crowd.get("platform", rater.platform)
-    # Invited (logged-in) raters are not paid through a platform: a code would only puzzle them.
-    code = study.completion_code if platform != Rater.Platform.LOCAL else ""
-    context = {"study": study, "rated": rated, "platform": platform, "code": code}
-    if platform == Rater.Platform.PROLIFIC:
-        context["return_url"] = crowd.prolific_return_url(study.completion_url, study.completion_code)
-    elif platform == Rater.Platform.MTURK and participation.crowd.get("assignmentId"):
-        context["mturk_action"] = crowd.mturk_submit_url(participation.crowd)
-        context["mturk_assignment"] = participation.crowd["assignmentId"]
-    return render(request, "rating/done.html", context)
+    # Invited (logged-in) raters are not paid through a platform: they get no code (outcomes.exit_for).
+    exit_ = outcomes.exit_for(study=study, participation=participation, outcome=outcomes.Outcome.COMPLETED)
+    return render(request, "rating/done.html", {"study": study, "rated": rated, **exit_.as_context()})
 
 
 @require_POST
@@ -469,13 +499,17 @@ def _image_for_request(request: HttpRequest, sha256: str) -> StoredImage | None:
     allowed = Exists(Assignment.objects.filter(raters, study=study)) | Exists(
         QualificationAttempt.objects.filter(raters, study=study)
     )
-    if user.is_authenticated:
+    if user.is_authenticated:  # the researchers of the study (Study.objects.visible_to's rule)
         allowed |= Exists(Study.owners.through.objects.filter(study_id=study, user_id=user.pk))
+        allowed |= Exists(Study.collaborators.through.objects.filter(study_id=study, user_id=user.pk))
     studies = Study.objects.filter(allowed).values("pk")
     image = OuterRef("pk")
-    used = Exists(Item.objects.filter(image_id=image, study_id__in=studies)) | Exists(
-        ConditionImage.objects.filter(image_id=image, instance__study_id__in=studies)
-    )
+    # Worked examples are shown on the instructions page, before any work is claimed: anyone who
+    # takes part in the study (a participation, i.e. consented) may see them.
+    taking_part = Study.objects.filter(allowed | Exists(Participation.objects.filter(raters, study=study))).values("pk")
+    used = (Exists(Item.objects.filter(image_id=image, study_id__in=studies))
+            | Exists(ConditionImage.objects.filter(image_id=image, instance__study_id__in=studies))
+            | Exists(WorkedExample.objects.filter(image_id=image, study_id__in=taking_part)))
     return images.filter(used).first()
 
 

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from tasks import configure_views
 from tasks import research_views as views
 
 urlpatterns = [
@@ -12,5 +13,10 @@ urlpatterns = [
     path("<slug:slug>/plots/<str:name>.svg", views.study_plot, name="research-plot"),
     path("<slug:slug>/export.zip", views.study_export, name="research-export"),
     path("<slug:slug>/settings/", views.study_settings, name="research-study-settings"),
+    path("<slug:slug>/configure/", configure_views.study_configure_page, name="research-study-configure"),
+    path("<slug:slug>/configure/examples/", configure_views.study_examples, name="research-study-examples"),
+    path("<slug:slug>/configure/attention/", configure_views.study_attention, name="research-study-attention"),
+    path("<slug:slug>/launch/", configure_views.study_launch, name="research-study-launch"),
+    path("<slug:slug>/export/", configure_views.study_export_page, name="research-study-export-page"),
     path("<slug:slug>/<str:action>/", views.study_action, name="research-study-action"),
 ]

@@ -208,7 +208,8 @@ def study_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
     try:
         if action == "publish":
             study = study_publish(study=study)
-            messages.success(request, f"{study.slug} is open for rating.")
+            messages.success(request, f"{study.slug} is open for rating. Paste the links below into your platform.")
+            return redirect("research-study-launch", slug=study.slug)
         elif action == "close":
             study = study_close(study=study)
             messages.success(request, f"{study.slug} is closed.")

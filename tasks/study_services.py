@@ -38,6 +38,7 @@ from tasks.models import (
     ScreenReport,
     Study,
     StudyBuild,
+    WorkedExample,
 )
 
 
@@ -46,13 +47,14 @@ class StudyActionRefused(ValueError):
 
 
 def user_is_researcher(user) -> bool:
-    """Staff, anyone allowed to add studies, and owners of at least one study.
+    """Staff, anyone allowed to add studies, and owners or collaborators of at least one study.
 
     Everyone else who is logged in (raters) is refused researcher pages and the API with 403.
     """
     if not user.is_authenticated:
         return False
-    return user.is_staff or user.has_perm("tasks.add_study") or user.owned_studies.exists()
+    return (user.is_staff or user.has_perm("tasks.add_study") or user.owned_studies.exists()
+            or user.collaborating_studies.exists())
 
 
 @transaction.atomic
@@ -134,8 +136,21 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
         completion_code="",
         completion_url=study.completion_url,
         state=Study.State.DRAFT,
+        units_per_session=study.units_per_session,
+        # the design travels; the codes do not (a platform study has its own codes)
+        consent_text=study.consent_text,
+        estimated_minutes=study.estimated_minutes,
+        pay_per_hour=study.pay_per_hour,
+        pay_currency=study.pay_currency,
+        contact=study.contact,
+        seconds_per_unit_estimate=study.seconds_per_unit_estimate,
     )
     clone.owners.set(study.owners.all())
+    clone.collaborators.set(study.collaborators.all())
+    WorkedExample.objects.bulk_create(
+        WorkedExample(study=clone, image_id=e.image_id, caption=e.caption, position=e.position)
+        for e in study.worked_examples.all()
+    )
     if owner is not None:
         clone.owners.add(owner)
     models = {m.pk: GenModel.objects.create(study=clone, name=m.name) for m in study.gen_models.all()}
@@ -238,6 +253,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
     attempts = _rows(by_study(QualificationAttempt))
     qualification_items = QualityPolicy.qualification_items.through
     owners = Study.owners.through
+    collaborators = Study.collaborators.through
     return [
         _DeleteStep(RatingRevision, ("rating",), [RatingRevision.objects.filter(rating__in=_rows(r)) for r in ratings]),
         _DeleteStep(Rating, ("study", "item", "comparison"), ratings),
@@ -274,6 +290,8 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(Participation, ("study",), [by_study(Participation)]),
         _DeleteStep(ScreenReport, ("study",), [by_study(ScreenReport)]),
         _DeleteStep(owners, ("study",), [by_study(owners)]),
+        _DeleteStep(collaborators, ("study",), [by_study(collaborators)]),
+        _DeleteStep(WorkedExample, ("study",), [by_study(WorkedExample)]),
         _DeleteStep(ConditionImage, ("instance",), [ConditionImage.objects.filter(instance__in=instances)]),
         _DeleteStep(Comparison, ("study", "item_a", "item_b"), [by_study(Comparison), *comparisons_of_items]),
         _DeleteStep(Item, ("study", "instance", "gen_model"), [by_study(Item), *items_of_parts]),

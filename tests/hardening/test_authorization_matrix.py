@@ -28,7 +28,7 @@ from analysis.export_services import study_export_run, study_export_start
 from analysis.models import Judge, JudgeRun, JudgeScore
 from raters.models import Rater, RaterAction, RaterStanding
 from tasks.assignment import assignment_next, participation_get_or_create
-from tasks.models import ComparisonGold, GoldAnswer, Item, Participation, Rating, Study, StudyBuild
+from tasks.models import ComparisonGold, GoldAnswer, Item, Participation, Rating, Study, StudyBuild, WorkedExample
 from tasks.services import rating_submit
 from tests.factories import make_comparison, make_gold, make_item, make_rater, make_study, make_user
 
@@ -46,7 +46,8 @@ OTHER_RATER = "other-rater-93kd"
 #   rater_flow  the rating flow: any logged-in user may join an open study as a rater (start creates
 #               their own participation); a request only ever reaches the requester's own queue
 #   researcher  researchers (staff, owners of any study); nobody else
-#   owner       the owner of this study and admins; 403/404 for everyone else
+#   owner       the owner of this study, its collaborators and admins; 403/404 for everyone else
+#   uploader    who uploaded the study build (the owner here) and admins; collaborators of the study too are refused
 #   requester   a file prepared for one researcher (a background export): only them, not even admins
 ACCESS: list[tuple[str, str]] = [
     (r"^(studies/<slug:slug>/exports|api/exports)/<int:export_id>/download/$", "requester"),
@@ -63,7 +64,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
-    (r"^(research/new|api/study-builds)/<int:build_id>/$", "owner"),  # a study build: who uploaded it
+    (r"^(research/new|api/study-builds)/<int:build_id>/$", "uploader"),  # a study build: who uploaded it
     (r"^research/<slug:slug>/", "owner"),
 ]
 REFUSED = {302, 401, 403, 404, 405}  # 302 only to the login page or the study's start link (checked below)
@@ -104,6 +105,10 @@ def world(db):
     outsider = make_user("researcher-b")
     other_study.owners.add(outsider)
     admin = make_user("admin", is_staff=True, is_superuser=True)
+    # A researcher the owner made a collaborator: reaches the study through Study.objects.visible_to
+    # like its owner; other_researcher (no collaboration) stays a 404 everywhere.
+    collaborator = make_user("collaborator-a")
+    study.collaborators.add(collaborator)
     items = [make_item(study, model=f"Model{i % 2}") for i in range(4)]
     gold = make_gold(items[0])
     gold.note = GOLD_NOTE
@@ -140,7 +145,8 @@ def world(db):
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
     }
     personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,
-                "rater_elsewhere": elsewhere_user, "other_researcher": outsider, "owner": owner, "admin": admin}
+                "rater_elsewhere": elsewhere_user, "other_researcher": outsider, "collaborator": collaborator,
+                "owner": owner, "admin": admin}
     draft = make_study(slug="matrix-draft", title="Draft title 5kq1", state=Study.State.DRAFT,
                        instructions="Draft rubric 5kq1")
     draft.owners.add(owner)
@@ -168,7 +174,9 @@ def _foreign_objects(name: str, *, owner) -> dict:
     pairs = make_study(slug=f"matrix-{name}-pairs", protocol="pairwise")
     pairs.owners.add(owner)
     comparison = make_comparison(pairs)
+    example = WorkedExample.objects.create(study=study, image=item.image, caption="foreign example")
     return {"study": study, "rater": rater, "item": item, "judge": judge, "run": run, "comparison": comparison,
+            "example": example,
             "path": {"rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "sha256": item.image.sha256,
                      "build_id": build.pk, "export_id": export.pk}}
 
@@ -212,11 +220,12 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
             browser = client_for(Client, user)
             allowed_people = {
                 "public": set(world["personas"]),
-                "image": {"rater", "another_rater", "owner", "admin"},
+                "image": {"rater", "another_rater", "collaborator", "owner", "admin"},
                 "any_user": set(world["personas"]) - {"anonymous"},
                 "rater_flow": set(world["personas"]) - {"anonymous"},
-                "researcher": {"other_researcher", "owner", "admin"},
-                "owner": {"owner", "admin"},
+                "researcher": {"other_researcher", "collaborator", "owner", "admin"},
+                "owner": {"collaborator", "owner", "admin"},
+                "uploader": {"owner", "admin"},
                 "requester": {"owner"},
             }[rule]
             methods = ["get"] if persona in allowed_people else ["get", "post"]
@@ -241,7 +250,7 @@ def test_each_persona_gets_only_what_its_role_allows_on_every_url(world, client)
                         problems.append(f"{where}: redirected to {response['Location']}, not to the login page")
                 elif rule == "image" and method == "get" and response.status_code != 200:
                     problems.append(f"{where}: expected the image")
-                elif rule in ("owner", "requester") and response.status_code in (403, 404):
+                elif rule in ("owner", "uploader", "requester") and response.status_code in (403, 404):
                     problems.append(f"{where}: the owner/admin was refused")
     assert not problems, "\n".join(problems)
     state_after = (Study.objects.get(pk=study.pk).state, Rating.objects.count(), Study.objects.count(),
@@ -292,6 +301,7 @@ BODY_OBJECTS = {
         ("post", None, lambda f: {"study": f["study"].slug, "judge": f["judge"].name}),
     ],
     "judge_side_by_side": [("get", "own", lambda f: {"judge": f["judge"].name, "dim": "SC"})],
+    "research-study-examples": [("post", "own", lambda f: {"remove": f["example"].pk})],
     "judge_scatter": [("get", "own", lambda f: {"judge": f["judge"].name, "dim": "SC", "human": "SC"})],
 }
 
@@ -310,7 +320,7 @@ def _foreign_state(world) -> tuple:
     foreign = world["foreign"].values()
     return (sorted(Rater.objects.filter(pk__in=[f["rater"].pk for f in foreign]).values_list("state", flat=True)),
             RaterStanding.objects.count(), RaterAction.objects.count(), GoldAnswer.objects.count(),
-            ComparisonGold.objects.count(), JudgeRun.objects.count(),
+            ComparisonGold.objects.count(), JudgeRun.objects.count(), WorkedExample.objects.count(),
             sorted(JudgeRun.objects.values_list("state", "cancel_requested")))
 
 

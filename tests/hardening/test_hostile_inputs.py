@@ -46,7 +46,12 @@ QUERY_NAMES = ["study", "state", "judge", "dim", "human", "threshold", "sort", "
                "turkSubmitTo", "next"]
 FORM_NAMES = ["decision", "reason", "item", "comparison", "tolerance", "agreement_threshold", "agree", "action",
               "slug", "title", "protocol", "task_type", "instructions", "raters_per_item", "assignment_mode",
-              "settings", "shown", "username", "password", "kind", "metrics", "endpoint", "model", "name"]
+              "settings", "shown", "username", "password", "kind", "metrics", "endpoint", "model", "name",
+              # the configure page and its examples (tasks.configure_views)
+              "completion_code", "completion_url", "closed_code", "closed_url", "units_per_session", "consent_text",
+              "estimated_minutes", "pay_per_hour", "pay_currency", "seconds_per_unit_estimate", "gold_share",
+              "qualification_required", "qualification_pass_share", "min_consensus_r", "collaborators", "caption",
+              "remove", "count", "spacing"]
 JSON_BODIES = {
     "deep": '{"study": ' + "[" * 10_000 + "]" * 10_000 + "}",
     "nul": '{"study": "\\u0000", "judge": "\\u0000", "kind": "viescore", "slug": "a\\u0000", "title": "\\u0000", '
