@@ -308,6 +308,8 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         table = pd.DataFrame([{"model": r.model, "mean": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}
                               for r in rows], columns=["model", "mean", "ci_low", "ci_high"])
         label = "O = √(SC·PQ), mean over items" if dimension == "O" else "correspondence z-MOS (0–100)"
+        if dimension == "O":  # O lies on 0–1: a Student-t interval of few items must not leave it
+            table[["ci_low", "ci_high"]] = table[["ci_low", "ci_high"]].astype(float).clip(0.0, 1.0)
         svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
     else:
         svg = plots.alpha_over_time(dashboard.alpha_series(study),
