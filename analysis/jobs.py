@@ -31,3 +31,15 @@ def run_judge_job(self, run_id: int) -> dict | None:
     if run is None:
         return None
     return {"run": run.pk, "state": run.state, "done": run.done, "failed": run.failed, "calls": run.calls}
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+def study_notices_job(study_id: int) -> int | None:
+    """Completion and low-agreement notices of a study (analysis.notices); idempotent: each event
+    is recorded once, so a second delivery sends nothing."""
+    from analysis.notices import study_notices_run
+
+    try:
+        return study_notices_run(study_id=study_id)
+    except SoftTimeLimitExceeded:
+        return None

@@ -22,6 +22,7 @@ from analysis.api import export_response
 from analysis.data import ratings_frame
 from analysis.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.leaderboard import rank_agreement, rank_models
+from analysis.notices import study_notices_check
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
@@ -161,6 +162,8 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
     study = _get_study_for_user(request, slug)
     context = _live_context(request, study)
+    study_notices_check(study)
+    context["notices"] = list(study.notices.all()[:10])
     if request.htmx:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
