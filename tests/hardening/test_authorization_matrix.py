@@ -59,6 +59,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
+    (r"^research/new/sample/", "researcher"),  # a generated sample bundle: no study, no data
     (r"^(research/new|api/study-builds)/<int:build_id>/$", "owner"),  # a study build: who uploaded it
     (r"^research/<slug:slug>/", "owner"),
 ]
@@ -132,6 +133,7 @@ def world(db):
     params = {
         "build_id": build.pk, "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
+        "protocol": "imagenhub", "task_type": "mask_guided_editing",
     }
     personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,
                 "rater_elsewhere": elsewhere_user, "other_researcher": outsider, "owner": owner, "admin": admin}
@@ -269,6 +271,8 @@ PATH_PARAMETERS = {
     "name": "choice",  # a plot name
     "action": "choice",  # publish / close / clone
     "size": "choice",  # an image size
+    "protocol": "choice",  # a sample bundle's protocol
+    "task_type": "choice",  # a sample bundle's task type
 }
 # Object ids a route reads from the query or the form, by URL name: (method, slug, data) with the
 # objects of the foreign study ``f`` (slug None: the route has none; "pairs": f's pairwise study's slug

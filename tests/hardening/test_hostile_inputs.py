@@ -82,7 +82,8 @@ def hostile_world(db):
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
             "build_id": build.pk,
-            "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160"}
+            "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160",
+            "protocol": "evalmi", "task_type": "mixed"}
     return {"study": study, "real": real,
             "personas": {"anonymous": None, "rater": rater_user, "owner": owner}}
 
