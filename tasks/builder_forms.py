@@ -22,6 +22,7 @@ MAX_DESCRIPTION_MODELS = 200
 SETTING_FIELDS: dict[str, str | None] = {
     "gold_share": None,
     "agreement_threshold": None,
+    "exclude_phones": None,
     "checklist_mode": protocols.IMAGENHUB,
     "description_models": protocols.IMAGENHUB,
     "likert_min": protocols.EVALMI,
@@ -53,6 +54,10 @@ class BundleForm(forms.Form):
     agreement_threshold = forms.FloatField(required=False, min_value=0.01, max_value=1, label="Agreement threshold (α)",
                                            help_text="Empty = the site default; colours the dashboard and triggers "
                                                      "the low-agreement notice")
+    exclude_phones = forms.BooleanField(required=False, label="Exclude phones",
+                                        help_text="Raters on a phone are told before consent that this study needs "
+                                                  "a larger screen, and cannot take part (also set the device filter "
+                                                  "on Prolific or MTurk)")
     checklist_mode = forms.BooleanField(required=False, label="Checklist mode",
                                         help_text="Raters fill in ImagenHub's Table 9 checklist; SC and PQ derive from it")
     description_models = forms.CharField(
@@ -117,6 +122,8 @@ class BundleForm(forms.Form):
             checkbox = isinstance(self.fields[name], forms.BooleanField)
             if value is None or (not checkbox and name not in self.data):
                 continue  # left out (or empty): the protocol's default
+            if name == "exclude_phones" and not value:
+                continue  # phones are welcome unless excluded: nothing to store
             settings[name] = value
         try:
             settings = protocols.get_protocol(protocol).clean_settings(settings)
