@@ -135,3 +135,14 @@ def test_an_unknown_column_hides_no_other_problem_and_problems_are_sorted_by_lin
     assert "line 4: duplicate row" in text
     assert "line 5: fake.png: not a readable image" in text
     assert "BytesIO" not in text and "0x" not in text
+
+
+def test_the_phone_exclusion_is_a_setting_of_every_protocol(client, researcher):
+    response = client.post(reverse("research-study-new"), _form(
+        io.BytesIO(sample_bundle("pairwise", "text_to_image")), slug="no-phones", protocol="pairwise",
+        exclude_phones="on", allow_both_bad="on"))
+    assert response.status_code == 302
+    assert Study.objects.get(slug="no-phones").settings == {"allow_both_bad": True, "gold_share": 0.0,
+                                                            "exclude_phones": True}
+    with pytest.raises(protocols.ProtocolError, match="exclude_phones must be true or false"):
+        protocols.get_protocol("evalmi").clean_settings({"exclude_phones": "yes"})
