@@ -173,7 +173,10 @@ def study_preview(request: HttpRequest, slug: str) -> HttpResponse:
             error = str(exc)[:1].upper() + str(exc)[1:]
         else:
             following = number + 1 if number < screen.total else 1
-            return redirect(f"{reverse('research-study-preview', args=[study.slug])}?n={following}")
+            if not request.htmx:
+                return redirect(f"{reverse('research-study-preview', args=[study.slug])}?n={following}")
+            number, screen = following, preview_screen(study, following)  # htmx swaps the next screen in
+            url = f"{reverse('research-study-preview', args=[study.slug])}?n={number}"
     view = screen_view(screen, {}, [])
     if error:
         selections_from(view, request.POST)
@@ -185,7 +188,12 @@ def study_preview(request: HttpRequest, slug: str) -> HttpResponse:
         "banner": f"Preview of {study.get_state_display().lower()} study {study.slug}: this is what raters see. "
                   "Nothing you do here is recorded.",
     }
-    return _frameable_by_this_site(render(request, "rating/screen.html", context, status=422 if error else 200))
+    if request.htmx:  # the rater's screen swaps #unit (htmx swaps 2xx answers only)
+        response = render(request, "rating/screen.html#unit", context)
+        response["HX-Push-Url"] = url
+    else:
+        response = render(request, "rating/screen.html", context, status=422 if error else 200)
+    return _frameable_by_this_site(response)
 
 
 @researcher_required
