@@ -172,3 +172,21 @@ def test_the_submit_path_checks_after_a_session_finishes(settings):
     assert Rating.objects.filter(study=study).count() == 2
     assert [n.kind for n in StudyNotice.objects.filter(study=study)] == ["complete"]
     assert len(mail.outbox) == 1
+
+
+@pytest.mark.django_db
+def test_alpha_is_never_judged_inside_a_raters_request(owned_study, settings, monkeypatch):
+    """Eager mode (no worker): the job after a session runs in the rater's request, so it checks
+    completion only; with a worker it judges α too."""
+    from analysis import notices
+
+    calls = []
+    monkeypatch.setattr(notices, "_alpha_low", lambda study: calls.append(study.pk) or [])
+    make_item(owned_study)
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    notices.study_notices_run(study_id=owned_study.pk)
+    assert calls == []
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    notices.study_notices_run(study_id=owned_study.pk)
+    assert calls == [owned_study.pk]
+    assert notices.study_notices_run(study_id=10**9) is None
