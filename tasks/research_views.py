@@ -255,7 +255,10 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
             key=lambda m: -report["models"][m]["dimensions"][dimension]["mean"],
         )
         gaps = {row.model: row for row in rank_models(_item_scores(study, dimension), order=order)}
+        clipped = {m for m in order if any(r.startswith(f"models.{m}.dimensions.{dimension}.ci95: clipped")
+                                           for r in report.get("reasons", []))}
         context.update(
+            clipped=clipped,
             dims=dims,
             dimension=dimension,
             rows=[(rank, m, report["models"][m], report["models"][m]["dimensions"][dimension], gaps.get(m))

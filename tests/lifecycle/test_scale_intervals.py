@@ -58,3 +58,18 @@ def test_interval_inside_the_scale_is_unchanged():
     half = stats.t.ppf(0.975, len(sc) - 1) * np.std(sc, ddof=1) / np.sqrt(len(sc))
     assert report["models"]["M"]["dimensions"]["SC"]["ci95"] == pytest.approx([np.mean(sc) - half, np.mean(sc) + half])
     assert not any(".SC.ci95: clipped" in r for r in report["reasons"])
+
+
+def test_the_leaderboard_and_judges_page_show_the_clipped_interval(client):
+    from tests.factories import make_user
+
+    owner = make_user("scale-owner")
+    study = make_study()
+    study.owners.add(owner)
+    _rate(study, {"M": [(0.0, 1.0), (1.0, 1.0)], "N": [(0.5, 0.5), (0.5, 1.0)]})
+    client.force_login(owner)
+    board = client.get(f"/research/{study.slug}/leaderboard/?dim=SC").content.decode()
+    assert "[0.000, 1.000]" in board and 'data-testid="clipped-note"' in board
+    assert "-5.853" not in board.split("Undefined values")[0]
+    judges = client.get(f"/studies/{study.slug}/judges/").content.decode()
+    assert "[0.000, 1.000]" in judges and "-5.853" not in judges and "6.853]" not in judges
