@@ -15,6 +15,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
@@ -185,8 +186,9 @@ def study_preview(request: HttpRequest, slug: str) -> HttpResponse:
         "percent": round(100 * (number - 1) / screen.total),
         "back_url": f"{reverse('research-study-preview', args=[study.slug])}?n={number - 1}" if number > 1 else "",
         "unit_url": url, "preview": True,
-        "banner": f"Preview of {study.get_state_display().lower()} study {study.slug}: this is what raters see. "
-                  "Nothing you do here is recorded.",
+        "banner": format_html("Preview of {} study {}: this is what raters see. Nothing you do here is recorded. "
+                              '<a href="{}" target="_top">Back to the study</a>', study.get_state_display().lower(),
+                              study.slug, reverse("research-study", args=[study.slug])),
     }
     if request.htmx:  # the rater's screen swaps #unit (htmx swaps 2xx answers only)
         response = render(request, "rating/screen.html#unit", context)

@@ -50,6 +50,7 @@ def test_the_preview_shows_the_raters_screen_and_records_nothing(client, owner, 
     assert page.status_code == 200
     assert 'class="unit-form"' in html and f"1 of {screens}" in html  # the rater's screen template
     assert "Nothing you do here is recorded" in html
+    assert f'<a href="/research/{study.slug}/" target="_top">Back to the study</a>' in html
     assert "Report a problem" not in html  # a report would be stored: not offered in a preview
     missing = client.post(f"{url}?n=1", {})
     assert missing.status_code == 422 and 'data-testid="error">' in missing.content.decode()
