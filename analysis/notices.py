@@ -37,10 +37,10 @@ MIN_UNITS = 10
 ALPHA_CHECK_SECONDS = 60
 
 
-def _complete(study: Study) -> str | None:
+def _complete(study: Study, state=None) -> str | None:
     from analysis.dashboard import progress
 
-    state = progress(study)
+    state = state if state is not None else progress(study)
     if state.units and state.units_complete >= state.units:
         return (f"All {state.units} {'comparisons' if study.protocol == protocols.PAIRWISE else 'items'} of "
                 f"{study.title} have {state.target_per_unit} ratings ({state.ratings} ratings in total).")
@@ -67,11 +67,12 @@ def _alpha_low(study: Study) -> list[tuple[str, str]]:
     return low
 
 
-def study_notices_check(study: Study, *, alpha: bool = True) -> list[StudyNotice]:
+def study_notices_check(study: Study, *, alpha: bool = True, progress=None) -> list[StudyNotice]:
     """Record (and email) the events that have happened and were not recorded yet; returns the new ones.
-    ``alpha``: also judge agreement (throttled per study, see the module docstring)."""
+    ``alpha``: also judge agreement (throttled per study, see the module docstring). ``progress``:
+    the study's :class:`analysis.progress.Progress` when the caller has it (the dashboard)."""
     found: list[tuple[str, str, str]] = []
-    message = _complete(study)
+    message = _complete(study, progress)
     if message:
         found.append((StudyNotice.Kind.COMPLETE, "", message))
     if alpha and study.protocol != protocols.PAIRWISE and cache.add(f"notices-alpha:{study.pk}", 1, ALPHA_CHECK_SECONDS):

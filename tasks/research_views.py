@@ -142,7 +142,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
     study = _get_study_for_user(request, slug)
     context = _live_context(request, study)
-    study_notices_check(study)
+    study_notices_check(study, progress=context["progress"])
     context["notices"] = list(study.notices.all()[:10])
     if request.htmx:
         return render(request, "research/dashboard.html#live", context)
