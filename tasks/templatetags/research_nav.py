@@ -11,28 +11,30 @@ from tasks.durations import readable_duration
 
 register = template.Library()
 
-# (key, label, url name): the pages of one study, in the order of the lifecycle. A page another
-# part of the site may not have (configure) is shown only when its URL exists.
+# (key, label, url names): the pages of one study, in the order of the lifecycle. The first name
+# that exists is linked; a page another part of the site may not have (configure) is left out.
 STUDY_PAGES = (
-    ("dashboard", "Dashboard", "research-study"),
-    ("configure", "Configure", "research-study-configure"),
-    ("items", "Items", "research-study-items"),
-    ("preview", "Preview", "research-study-preview"),
-    ("raters", "Raters", "raters:list"),
-    ("gold", "Gold candidates", "raters:gold_candidates"),
-    ("judges", "Judges", "judge_side_by_side"),
-    ("leaderboard", "Leaderboard", "research-leaderboard"),
-    ("export", "Export", "research-export"),
+    ("dashboard", "Dashboard", ("research-study",)),
+    ("configure", "Configure", ("research-study-configure", "research-configure", "study-configure")),
+    ("items", "Items", ("research-study-items",)),
+    ("preview", "Preview", ("research-study-preview",)),
+    ("raters", "Raters", ("raters:list",)),
+    ("gold", "Gold candidates", ("raters:gold_candidates",)),
+    ("judges", "Judges", ("judge_side_by_side",)),
+    ("leaderboard", "Leaderboard", ("research-leaderboard",)),
+    ("export", "Export", ("study-exports", "research-export")),  # the export page, else the zip
 )
 
 
 def study_links(slug: str) -> list[tuple[str, str, str]]:
     links = []
-    for key, label, name in STUDY_PAGES:
-        try:
-            links.append((key, label, reverse(name, args=[slug])))
-        except NoReverseMatch:
-            continue
+    for key, label, names in STUDY_PAGES:
+        for name in names:
+            try:
+                links.append((key, label, reverse(name, args=[slug])))
+                break
+            except NoReverseMatch:
+                continue
     return links
 
 

@@ -13,6 +13,7 @@ from analysis.notices import study_notices_check
 from raters.models import Rater, RaterStanding
 from raters.quality import rater_rows
 from tasks.durations import readable_duration
+from tasks.templatetags.research_nav import study_links
 from tasks.models import Rating
 from tests.factories import make_instance, make_item, make_study, make_user
 
@@ -64,8 +65,11 @@ def test_pages_show_one_navigation_with_the_study_pages(owned_study, client):
                 f"/studies/{slug}/raters/gold-candidates/", f"/studies/{slug}/judges/"):
         html = client.get(url).content.decode()
         assert html.count('data-testid="study-nav"') == 1, url
-        for target in (f"/research/{slug}/", f"/studies/{slug}/raters/", f"/studies/{slug}/raters/gold-candidates/",
-                       f"/studies/{slug}/judges/", f"/research/{slug}/leaderboard/", f"/research/{slug}/export.zip"):
+        export = study_links(slug)[-1]
+        assert export[0] == "export" and export[2] in (f"/studies/{slug}/exports/", f"/research/{slug}/export.zip")
+        for target in (f"/research/{slug}/", f"/research/{slug}/items/", f"/research/{slug}/preview/",
+                       f"/studies/{slug}/raters/", f"/studies/{slug}/raters/gold-candidates/",
+                       f"/studies/{slug}/judges/", f"/research/{slug}/leaderboard/", export[2]):
             assert f'href="{target}"' in html, (url, target)
         assert 'aria-current="page"' in html, url
 
