@@ -173,7 +173,12 @@
         img.setAttribute("srcset", img.getAttribute("data-output-srcset"));
         zoom.setAttribute("data-full", zoom.getAttribute("data-output-full"));
       }
-      zoom.closest(".output").classList.toggle("flickered", !showing);
+      var figure = zoom.closest(".output"), caption = figure.querySelector("figcaption");
+      figure.classList.toggle("flickered", !showing);
+      if (caption) {  // say which image is on screen
+        if (!showing) { caption.setAttribute("data-output-caption", caption.textContent); caption.textContent = "Source (F: back to the output)"; }
+        else { caption.textContent = caption.getAttribute("data-output-caption"); }
+      }
     });
     button.setAttribute("aria-pressed", showing ? "false" : "true");
   }

@@ -78,9 +78,11 @@ def test_a_researcher_builds_from_a_sample_bundle_then_checks_the_draft(browser_
     original = output.get_attribute("src")
     page.keyboard.press("f")
     assert output.get_attribute("src") == page.get_attribute("[data-flicker]", "data-src") != original
+    assert page.inner_text("#unit .output figcaption").lower().startswith("source")
     screenshot(page, "lifecycle-preview-flicker", full_page=False)
     page.keyboard.press("f")
     assert output.get_attribute("src") == original
+    assert page.inner_text("#unit .output figcaption").lower() == "output"
     page.keyboard.press("z")
     wait_until(page, "document.getElementById('lightbox').open")
     box = page.locator("#lightbox img").bounding_box()
