@@ -21,8 +21,6 @@ from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.progress import Progress, study_progress
 from analysis.report import QA_DIMENSION
-from analysis.screening import screen_observers
-from raters.models import RaterStanding
 from tasks import protocols
 from tasks.models import Comparison, Item, Rating, Study
 
@@ -162,7 +160,11 @@ def alpha_series(study: Study) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class RaterRow:
+class RaterCard:
+    """One rater on the dashboard: the raters page's row (raters.quality.rater_rows), so label,
+    standing and flags are the same on both pages."""
+
+    rater_id: int
     label: str
     ratings: int
     median_seconds: float | None
@@ -170,44 +172,28 @@ class RaterRow:
     flagged: list[str]
 
 
-def rater_quality(study: Study, *, limit: int = 30) -> tuple[dict[str, int], list[RaterRow]]:
-    """Standing counts for the study, and its most active raters with BT.500 flags per dimension."""
-    standings = dict(
-        RaterStanding.objects.filter(study=study).values("state").annotate(n=Count("id")).values_list("state", "n")
-    )
-    per_rater = (
-        Rating.objects.filter(study=study)
-        .values("rater_id")
-        .annotate(n=Count("id"))
-        .order_by("-n", "rater_id")[:limit]
-    )
-    ids = [row["rater_id"] for row in per_rater]
-    times = pd.DataFrame.from_records(
-        list(Rating.objects.filter(study=study, rater_id__in=ids).values_list("rater_id", "time_on_item_ms")),
-        columns=["rater", "ms"],
-    )
-    medians = times.groupby("rater")["ms"].median() if len(times) else pd.Series(dtype=float)
-    states = dict(RaterStanding.objects.filter(study=study, rater_id__in=ids).values_list("rater_id", "state"))
-    flags: dict[str, list[str]] = {}
-    if study.protocol != protocols.PAIRWISE:
-        ratings = _ratings(study)
-        for dim in analysis_dimensions(study):
-            if len(ratings) and ratings[dim].notna().any():
-                result = screen_observers(ratings.rename(columns={dim: "score"})[["rater", "item", "model", "score"]])
-                for rater in result.rejected:
-                    flags.setdefault(rater, []).append(dim)
-    rows = [
-        RaterRow(
-            label=f"rater{row['rater_id']}",
-            ratings=row["n"],
-            median_seconds=(float(medians[row["rater_id"]]) / 1000 if row["rater_id"] in medians.index
-                            and pd.notna(medians[row["rater_id"]]) else None),
-            standing=states.get(row["rater_id"], RaterStanding.State.PENDING),
-            flagged=flags.get(str(row["rater_id"]), []),
+def rater_quality(study: Study, *, limit: int = 30) -> tuple[dict[str, int], list[RaterCard]]:
+    """Standing counts over every rater with work in the study, and its most active raters with
+    their flags, from the same rows as the raters page (raters.quality.rater_rows)."""
+    from raters.quality import rater_rows
+
+    rows = rater_rows(study)
+    standings: dict[str, int] = {}
+    for row in rows:
+        standings[row.state] = standings.get(row.state, 0) + 1
+    active = sorted(rows, key=lambda row: (-row.items_done, row.rater.pk))[:limit]
+    cards = [
+        RaterCard(
+            rater_id=row.rater.pk,
+            label=str(row.rater),
+            ratings=row.items_done,
+            median_seconds=None if row.median_time_ms is None else row.median_time_ms / 1000,
+            standing=row.state,
+            flagged=[flag.label for flag in row.flags],
         )
-        for row in per_rater
+        for row in active
     ]
-    return standings, rows
+    return dict(sorted(standings.items())), cards
 
 
 def judge_runs(study: Study) -> list[JudgeRun]:

@@ -48,3 +48,15 @@ def study_export_job(self, export_id: int) -> dict | None:
     if export is None:
         return None
     return {"export": export.pk, "state": export.state, "size": export.size}
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+def study_notices_job(study_id: int) -> int | None:
+    """Completion and low-agreement notices of a study (analysis.notices); idempotent: each event
+    is recorded once, so a second delivery sends nothing."""
+    from analysis.notices import study_notices_run
+
+    try:
+        return study_notices_run(study_id=study_id)
+    except SoftTimeLimitExceeded:
+        return None

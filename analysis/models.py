@@ -258,3 +258,28 @@ class StudyExport(models.Model):
     @property
     def percent(self) -> int:
         return round(100 * self.done / self.total) if self.total else 0
+
+
+class StudyNotice(models.Model):
+    """Something the study's owners were told once: the study is complete, or α of a dimension fell
+    below the study's threshold. The unique (study, kind, key) row is the record that it was sent:
+    a second check finds it and sends nothing (analysis.notices)."""
+
+    class Kind(models.TextChoices):
+        COMPLETE = "complete", "Study complete"
+        ALPHA_LOW = "alpha_low", "Agreement below threshold"
+
+    study = models.ForeignKey("tasks.Study", on_delete=models.CASCADE, related_name="notices")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    key = models.CharField(max_length=64, blank=True, help_text="The dimension, for agreement notices")
+    message = models.TextField()
+    recipients = models.PositiveIntegerField(default=0, help_text="Owners the email went to")
+    emailed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["study", "kind", "key"], name="study_notice_once")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.study_id}"

@@ -72,12 +72,24 @@ def _num(value: Any, reasons: Reasons | None = None, where: str = "", why: str |
     return number
 
 
-def _ci(low: Any, high: Any, reasons: Reasons, where: str, why: str) -> list[float] | None:
+def _ci(low: Any, high: Any, reasons: Reasons, where: str, why: str,
+        scale: tuple[float, float] | None = None) -> list[float] | None:
+    """``[low, high]``, or None (with ``why``). ``scale``: the bounds of a bounded score. A
+    Student-t interval of a mean near a bound, or of a handful of items (t(1) = 12.7), reaches
+    past the scale, where no mean can lie; it is clipped to the scale and the clip is recorded
+    (an interval inside the scale is returned unchanged)."""
     lo, hi = _num(low), _num(high)
     if lo is None or hi is None:
         reasons.add(where, why)
         return None
+    if scale is not None and (lo < scale[0] or hi > scale[1]):
+        reasons.add(where, f"clipped to the scale {scale[0]:g}–{scale[1]:g}: the Student-t interval "
+                           f"[{lo:.3f}, {hi:.3f}] reached past it (too few items or a mean at the edge)")
+        lo, hi = max(lo, scale[0]), min(hi, scale[1])
     return [lo, hi]
+
+
+IMAGENHUB_SCALE = (0.0, 1.0)  # SC, PQ and O = sqrt(SC·PQ)
 
 
 # ------------------------------------------------------------------ entry point
@@ -284,7 +296,7 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
             block["std_between_raters"] = _num(row[f"{dim}_std"], reasons, f"{where}.std_between_raters")
             ci = cis[dim].loc[model]
             block["ci95"] = _ci(ci["ci_low"], ci["ci_high"], reasons, f"{where}.ci95",
-                                "fewer than 2 items: no interval")
+                                "fewer than 2 items: no interval", scale=IMAGENHUB_SCALE)
             entry["dimensions"][dim] = block
         report["models"][str(model)] = entry
     reasons.add("models.*.qa_accuracy", "ImagenHub studies ask no yes/no questions")

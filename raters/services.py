@@ -238,6 +238,10 @@ def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, cou
     the study runs no rules after a session, the rater's own gold and attention rules are queued
     then instead (``apply_rater_rules_job``), so they still act on every rater, session by session,
     and never right after the one screen that was gold."""
+    if session_finished:  # the study may just have become complete, or its α fallen: tell the owners once
+        from analysis.notices import study_notices_schedule
+
+        study_notices_schedule(study_id=study.pk)
     policy = QualityPolicy.for_study(study)
     if session_finished and rater is not None and not policy.rules_after_session:
         transaction.on_commit(partial(_rater_rules_queue, rater_id=rater.pk, study_id=study.pk))

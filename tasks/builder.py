@@ -64,6 +64,7 @@ from django.utils.text import slugify
 
 from tasks import protocols
 from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
+from tasks.task_types import applicable_settings, task_type_problem
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")
@@ -207,6 +208,9 @@ class BundleInvalid(ValueError):
     MAX_REPORTED = 200  # a 100,000-row manifest with one mistake per row must not answer with megabytes
 
     def __init__(self, problems: list[Problem]):
+        # Sorted once, here: problems of the study and the bundle first, then by manifest line
+        # (stable: a line's problems keep the order they were found in).
+        problems = sorted(problems, key=lambda p: (p.line is not None, p.line or 0))
         if len(problems) > self.MAX_REPORTED:
             more = len(problems) - self.MAX_REPORTED
             problems = problems[:self.MAX_REPORTED] + [
@@ -453,8 +457,11 @@ def _parse_csv(data: bytes, file: str, problems: list[Problem]) -> list[Manifest
     duplicated = sorted({h for h in header if header.count(h) > 1})
     if duplicated:
         problems.append(Problem(f"column(s) named twice: {', '.join(map(repr, duplicated))}", 1, file))
-    if missing or unknown or duplicated:
+    if missing or duplicated:
         return []
+    # An unknown column (reported above, so the bundle is not built) does not hide the rows'
+    # other problems: the rows are checked on their known columns.
+    known = [h in KNOWN_COLUMNS for h in header]
     rows = []
     line = reader.line_num
     try:
@@ -465,7 +472,7 @@ def _parse_csv(data: bytes, file: str, problems: list[Problem]) -> list[Manifest
             if len(cells) != len(header):
                 problems.append(Problem(f"{len(cells)} cells but the header has {len(header)} columns", start, file))
                 continue
-            row = _row_from_record(dict(zip(header, cells)), start, file, problems)
+            row = _row_from_record({h: c for h, c, k in zip(header, cells, known) if k}, start, file, problems)
             if row:
                 rows.append(row)
     except csv.Error as exc:
@@ -541,6 +548,10 @@ def check_spec(spec: StudySpec, problems: list[Problem]) -> None:
         problems.append(
             Problem(f"ImagenHub studies need a task type from: {', '.join(protocols.IMAGENHUB_TASKS)}", file="study")
         )
+    elif task_type_problem(spec.protocol, spec.task_type):
+        problems.append(Problem(task_type_problem(spec.protocol, spec.task_type), file="study"))
+    else:  # a setting of another task (ImagenHub's editing models on text-to-image) is not stored
+        spec.settings = applicable_settings(spec.protocol, spec.task_type, spec.settings)
     if not spec.task_type.strip():
         problems.append(Problem("the study needs a task type", file="study"))
     if not 1 <= int(spec.raters_per_item) <= 100:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
@@ -34,8 +35,12 @@ def inspect_image(data: bytes, *, name: str = "image") -> tuple[str, int, int]:
         raise
     except Image.DecompressionBombError:
         raise ImageRejected(f"{name}: image is a decompression bomb") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ImageRejected(f"{name}: not a readable image ({exc})") from None
+    except UnidentifiedImageError:
+        # its message names the in-memory buffer ("cannot identify image file <_io.BytesIO object at 0x…>")
+        raise ImageRejected(f"{name}: not a readable image (not a PNG, JPEG, WebP, GIF, BMP or TIFF file)") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        detail = re.sub(r"<_io\.\w+ object at 0x[0-9a-fA-F]+>", "the file", str(exc))
+        raise ImageRejected(f"{name}: not a readable image ({detail})") from None
     return fmt, width, height
 
 

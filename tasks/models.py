@@ -124,6 +124,9 @@ class Study(models.Model):
             self.settings = protocols.get_protocol(self.protocol).clean_settings(self.settings)
         except protocols.ProtocolError as exc:
             raise ValidationError({"settings": str(exc)}) from None
+        from tasks.task_types import applicable_settings  # settings of another task are not stored
+
+        self.settings = applicable_settings(self.protocol, self.task_type, self.settings)
         if self.protocol == protocols.IMAGENHUB and self.task_type not in protocols.IMAGENHUB_TASKS:
             raise ValidationError({"task_type": f"ImagenHub studies need one of: {', '.join(protocols.IMAGENHUB_TASKS)}"})
         if self.raters_per_item < 1:

@@ -51,7 +51,9 @@ YES, NO = "yes", "no"
 # protocol accepts an optional ``agreement_threshold`` setting in (0, 1]; a study without one
 # follows the site's AGREEMENT_THRESHOLD, whose default is this value.
 DEFAULT_AGREEMENT_THRESHOLD = 0.4
-OPTIONAL_SETTINGS = ("agreement_threshold",)
+# ``exclude_phones``: raters on a phone are told before consent that the study needs a larger
+# screen, and cannot take part (tasks.devices).
+OPTIONAL_SETTINGS = ("agreement_threshold", "exclude_phones")
 
 
 class ProtocolError(ValueError):
@@ -95,6 +97,8 @@ class Protocol:
             threshold = merged["agreement_threshold"]
             if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold <= 1:
                 raise ProtocolError(f"agreement_threshold must be a number in (0, 1], got {threshold!r}")
+        if "exclude_phones" in merged and not isinstance(merged["exclude_phones"], bool):
+            raise ProtocolError("exclude_phones must be true or false")
         return merged
 
     def dimensions(self, settings: dict) -> list[Dimension]:

@@ -96,6 +96,16 @@ class ScreenView:
     panels: list[Panel]
     preload: list[str]
 
+    @property
+    def flicker(self) -> Picture | None:
+        """Editing tasks: the source image, which the flicker toggle (F) swaps with the output."""
+        if self.layout not in EDITING_LAYOUTS:
+            return None
+        return next((b.pictures[0] for b in self.conditions if b.label == "Source image" and b.pictures), None)
+
+
+# Layouts whose output is an edit of a source image: source and output are shown at one size.
+EDITING_LAYOUTS = ("mask_guided_editing", "text_guided_editing", "subject_driven_editing")
 
 def picture(image: StoredImage | None, size: int, alt: str) -> Picture | None:
     if image is None:
@@ -220,7 +230,8 @@ def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str
         by_role.setdefault(condition.role, []).append(condition)
 
     def single(role: str, label: str) -> list[ConditionBlock]:
-        return [ConditionBlock(label=label, pictures=[picture(c.image, 384, label)]) for c in by_role.get(role, [])[:1]]
+        # the source (and a control layout) is judged against the output: the output's size, 768
+        return [ConditionBlock(label=label, pictures=[picture(c.image, 768, label)]) for c in by_role.get(role, [])[:1]]
 
     def subject_set(role: str, label: str) -> list[ConditionBlock]:
         conditions = by_role.get(role, [])
@@ -228,7 +239,7 @@ def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str
             return []
         token = conditions[0].token
         return [ConditionBlock(label=label, token=token, kind="set",
-                               pictures=[picture(c.image, 160, f"{label} {i + 1}") for i, c in enumerate(conditions)])]
+                               pictures=[picture(c.image, 384, f"{label} {i + 1}") for i, c in enumerate(conditions)])]
 
     blocks: list[ConditionBlock] = []
     prompt_label, prompt_text, second = "Prompt", instance.prompt, None
@@ -237,7 +248,7 @@ def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str
         mask = by_role.get("mask", [])
         if blocks and mask:
             blocks.append(ConditionBlock(label="Region to edit (mask)", kind="mask",
-                                         pictures=[blocks[0].pictures[0]], overlay=picture(mask[0].image, 384, "mask")))
+                                         pictures=[blocks[0].pictures[0]], overlay=picture(mask[0].image, 768, "mask")))
         prompt_label = "Edit instruction"
     elif task == "text_guided_editing":
         blocks = single("source", "Source image")

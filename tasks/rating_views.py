@@ -33,6 +33,7 @@ from tasks.assignment import (
     screen_shown,
 )
 from tasks.derivatives import SIZES, derivative_ensure
+from tasks.devices import refused_phone
 from tasks.models import Assignment, ConditionImage, Item, Participation, Rating, StoredImage, Study, WorkedExample
 from tasks.rating_context import (
     StaleScreen,
@@ -195,6 +196,8 @@ def consent(request: HttpRequest, slug: str) -> HttpResponse:
     pending = crowd.crowd_entry_pending(request, slug=slug) if participation is None else None
     if participation is None and pending is None:
         raise PermissionDenied("Open the study from its start link first.")
+    if refused_phone(request, study):  # before consent: nobody joins from a phone, nothing is stored
+        return render(request, "rating/consent.html", {"study": study, "phone_refused": True}, status=403)
     if request.method == "POST":
         if request.POST.get("agree") != "yes":
             return render(request, "rating/consent.html", {"study": study, "error": "Tick the box to agree, or close this page to leave."}, status=422)

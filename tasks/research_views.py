@@ -22,11 +22,13 @@ from analysis.api import export_response
 from analysis.data import ratings_frame
 from analysis.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.leaderboard import rank_agreement, rank_models
+from analysis.notices import study_notices_check
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
 from tasks.build_services import study_build_problems, study_build_start
-from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
+from tasks.builder import BundleInvalid, StudySpec
+from tasks.builder_forms import BundleForm
 from tasks.models import ScreenReport, Study, StudyBuild
 from tasks.study_services import (
     StudyActionRefused,
@@ -62,28 +64,6 @@ def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
     return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
 
 
-class BundleForm(forms.Form):
-    bundle = forms.FileField(help_text="A .zip with your images and manifest.csv or manifest.jsonl at its top level")
-    slug = forms.SlugField(max_length=100, help_text="Short id used in links, e.g. tie-2025-t2i")
-    title = forms.CharField(max_length=200)
-    protocol = forms.ChoiceField(choices=Study.Protocol.choices)
-    task_type = forms.CharField(max_length=64, initial="text_to_image",
-                                help_text="ImagenHub: " + ", ".join(protocols.IMAGENHUB_TASKS) + "; EvalMi: any tag")
-    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
-    raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
-    assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
-    settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true, \"agreement_threshold\": 0.5}")
-
-    def clean_settings(self) -> dict:
-        try:
-            value = json_loads_checked(self.cleaned_data.get("settings") or "{}")
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc).capitalize()) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("Settings must be a JSON object")
-        return value
-
-
 @researcher_required
 def study_new(request: HttpRequest) -> HttpResponse:
     """Upload a bundle. The build runs in a job: in eager mode it is done when this continues
@@ -91,10 +71,9 @@ def study_new(request: HttpRequest) -> HttpResponse:
     problems, error = [], ""
     form = BundleForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        fields = dict(form.cleaned_data)
-        bundle = fields.pop("bundle")
         try:
-            build = study_build_start(upload=bundle, spec=StudySpec(**fields), owner=request.user)
+            build = study_build_start(upload=form.cleaned_data["bundle"], spec=StudySpec(**form.spec_fields()),
+                                      owner=request.user)
         except BundleInvalid as exc:
             problems = exc.problems
         else:
@@ -105,8 +84,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 return redirect("research-study-build", build_id=build.pk)
             problems, error = study_build_problems(build), build.error
     status = (500 if error else 400) if request.method == "POST" else 200
-    return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error},
-                  status=status)
+    from tasks.lifecycle_views import sample_links  # it imports this module
+
+    return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error,
+                                                       "samples": sample_links()}, status=status)
 
 
 def _built(request: HttpRequest, build: StudyBuild) -> HttpResponse:
@@ -161,6 +142,8 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
     study = _get_study_for_user(request, slug)
     context = _live_context(request, study)
+    study_notices_check(study, progress=context["progress"])
+    context["notices"] = list(study.notices.all()[:10])
     if request.htmx:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
@@ -273,7 +256,10 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
             key=lambda m: -report["models"][m]["dimensions"][dimension]["mean"],
         )
         gaps = {row.model: row for row in rank_models(_item_scores(study, dimension), order=order)}
+        clipped = {m for m in order if any(r.startswith(f"models.{m}.dimensions.{dimension}.ci95: clipped")
+                                           for r in report.get("reasons", []))}
         context.update(
+            clipped=clipped,
             dims=dims,
             dimension=dimension,
             rows=[(rank, m, report["models"][m], report["models"][m]["dimensions"][dimension], gaps.get(m))
@@ -309,6 +295,8 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         table = pd.DataFrame([{"model": r.model, "mean": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}
                               for r in rows], columns=["model", "mean", "ci_low", "ci_high"])
         label = "O = √(SC·PQ), mean over items" if dimension == "O" else "correspondence z-MOS (0–100)"
+        if dimension == "O":  # O lies on 0–1: a Student-t interval of few items must not leave it
+            table[["ci_low", "ci_high"]] = table[["ci_low", "ci_high"]].astype(float).clip(0.0, 1.0)
         svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
     else:
         svg = plots.alpha_over_time(dashboard.alpha_series(study),

@@ -11,7 +11,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
+from analysis.models import JudgeRun, JudgeScore, JudgeVerdict, StudyNotice
 from raters.models import (
     AttentionCheck,
     AttentionResult,
@@ -270,6 +270,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
             JudgeVerdict.objects.filter(run__in=runs), JudgeVerdict.objects.filter(comparison__in=comparisons),
         ]),
         _DeleteStep(JudgeRun, ("study",), [by_study(JudgeRun)]),
+        _DeleteStep(StudyNotice, ("study",), [by_study(StudyNotice)]),
         _DeleteStep(AttentionResult, ("attention_check",), [
             AttentionResult.objects.filter(attention_check__in=_rows(*checks)),
         ]),

@@ -1,6 +1,7 @@
 /* Keyboard-first rating: the highlighted question takes the keys shown on its choices.
    Enter submits, ← / Backspace go back, ↑/↓ move between questions, ? opens the rubric,
-   a click on an image opens it full size. Works on every screen htmx swaps in.
+   a click on an image (or Z) opens it filling the window, F flickers an edit's output with its
+   source. Works on every screen htmx swaps in.
    Scales past nine points have two-digit keys ("10"): digits typed within 600 ms add up; a key
    no longer key could extend is taken at once, otherwise when the time runs out or Enter comes. */
 (function () {
@@ -128,8 +129,65 @@
     if (link) link.click();
   }
 
+  // Zoom (Z) and flicker (F): the image fills the window; on editing tasks F swaps the output
+  // with its source (on the screen and in the zoomed view), to see what the edit changed.
+  function lightbox() { return document.getElementById("lightbox"); }
+  function flickerButton() { return document.querySelector("#unit [data-flicker]"); }
+  function zoomTarget() {
+    var qs = questions();
+    var panel = qs.length && qs[active] ? qs[active].closest(".panel") : null;
+    return (panel && panel.querySelector(".output a.zoom")) || document.querySelector("#unit .output a.zoom, #unit .side a.zoom");
+  }
+  function openLightbox(zoom) {
+    var box = lightbox();
+    if (!box || !box.showModal || !zoom) return false;
+    var button = flickerButton();
+    var img = box.querySelector("img");
+    img.src = zoom.getAttribute("data-full");
+    box.setAttribute("data-output", zoom.getAttribute("data-output-full") || zoom.getAttribute("data-full"));
+    box.setAttribute("data-source", button && zoom.closest(".output") ? button.getAttribute("data-full") : "");
+    box.showModal();
+    return true;
+  }
+  function flickerLightbox() {
+    var box = lightbox(), img = box.querySelector("img");
+    var source = box.getAttribute("data-source"), output = box.getAttribute("data-output");
+    if (!source) return;
+    img.src = img.getAttribute("src") === source ? output : source;
+  }
+  function flicker() {
+    var button = flickerButton();
+    if (!button) return;
+    var showing = button.getAttribute("aria-pressed") === "true";
+    Array.prototype.forEach.call(document.querySelectorAll("#unit .output a.zoom"), function (zoom) {
+      var img = zoom.querySelector("img");
+      if (!showing) {
+        zoom.setAttribute("data-output-full", zoom.getAttribute("data-full"));
+        img.setAttribute("data-output-src", img.getAttribute("src"));
+        img.setAttribute("data-output-srcset", img.getAttribute("srcset") || "");
+        img.setAttribute("src", button.getAttribute("data-src"));
+        img.setAttribute("srcset", button.getAttribute("data-srcset"));
+        zoom.setAttribute("data-full", button.getAttribute("data-full"));
+      } else {
+        img.setAttribute("src", img.getAttribute("data-output-src"));
+        img.setAttribute("srcset", img.getAttribute("data-output-srcset"));
+        zoom.setAttribute("data-full", zoom.getAttribute("data-output-full"));
+      }
+      var figure = zoom.closest(".output"), caption = figure.querySelector("figcaption");
+      figure.classList.toggle("flickered", !showing);
+      if (caption) {  // say which image is on screen
+        if (!showing) { caption.setAttribute("data-output-caption", caption.textContent); caption.textContent = "Source (F: back to the output)"; }
+        else { caption.textContent = caption.getAttribute("data-output-caption"); }
+      }
+    });
+    button.setAttribute("aria-pressed", showing ? "false" : "true");
+  }
+
   document.addEventListener("keydown", function (e) {
     if (e.altKey || e.ctrlKey || e.metaKey) return;
+    var box = lightbox();
+    if (box && box.open && (e.key === "z" || e.key === "Z")) { e.preventDefault(); box.close(); return; }
+    if (box && box.open && (e.key === "f" || e.key === "F")) { e.preventDefault(); flickerLightbox(); return; }
     if (openDialog()) return; // Esc closes dialogs natively
     if (e.target.closest && e.target.closest(".report")) return;  // the report form types and submits as a form
     var tag = (e.target.tagName || "").toLowerCase();
@@ -149,6 +207,8 @@
     if (key === "ArrowDown") { e.preventDefault(); cancelTyped(); setActive(active + 1, true); return; }
     if (key === "ArrowUp") { e.preventDefault(); cancelTyped(); setActive(active - 1, true); return; }
     if (key === "?") { e.preventDefault(); openRubric(); return; }
+    if (key === "z" || key === "Z") { if (openLightbox(zoomTarget())) e.preventDefault(); return; }
+    if ((key === "f" || key === "F") && flickerButton()) { e.preventDefault(); flicker(); return; }
     if (key.length === 1 && typeKey(key.toLowerCase())) e.preventDefault();
   });
 
@@ -161,14 +221,8 @@
     var q = e.target.closest && e.target.closest("[data-question]");
     if (q && !e.target.closest(".choice")) setActive(questions().indexOf(q), false);
     var zoom = e.target.closest && e.target.closest("a.zoom");
-    if (zoom) {
-      var box = document.getElementById("lightbox");
-      if (box && box.showModal) {
-        e.preventDefault();
-        box.querySelector("img").src = zoom.getAttribute("data-full");
-        box.showModal();
-      }
-    }
+    if (zoom && openLightbox(zoom)) e.preventDefault();
+    if (e.target.closest && e.target.closest("[data-flicker]")) flicker();
     var copy = e.target.closest && e.target.closest("[data-copy]");
     if (copy) {
       var text = (document.getElementById(copy.getAttribute("data-copy")) || {}).textContent || "";

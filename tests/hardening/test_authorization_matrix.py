@@ -64,6 +64,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
+    (r"^research/new/sample/", "researcher"),  # a generated sample bundle: no study, no data
     (r"^(research/new|api/study-builds)/<int:build_id>/$", "uploader"),  # a study build: who uploaded it
     (r"^research/<slug:slug>/", "owner"),
 ]
@@ -143,6 +144,7 @@ def world(db):
         "build_id": build.pk, "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
         "export_id": export.pk,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
+        "protocol": "imagenhub", "task_type": "mask_guided_editing",
     }
     personas = {"anonymous": None, "rater": rater_user, "another_rater": other_user, "idle_rater": idle_user,
                 "rater_elsewhere": elsewhere_user, "other_researcher": outsider, "collaborator": collaborator,
@@ -287,6 +289,8 @@ PATH_PARAMETERS = {
     "name": "choice",  # a plot name
     "action": "choice",  # publish / close / clone
     "size": "choice",  # an image size
+    "protocol": "choice",  # a sample bundle's protocol
+    "task_type": "choice",  # a sample bundle's task type
 }
 # Object ids a route reads from the query or the form, by URL name: (method, slug, data) with the
 # objects of the foreign study ``f`` (slug None: the route has none; "pairs": f's pairwise study's slug

@@ -166,11 +166,14 @@ def test_the_builder_page_answers_hostile_settings_with_a_form_error_not_a_serve
     researcher_client.force_login(make_user("page-researcher", is_staff=True))
     response = researcher_client.post("/research/new/", {
         "bundle": zipped({"manifest.csv": b"instance,model,output\ns1,A,a.png\n", **images()}), "slug": "hostile",
-        "title": "Hostile", "protocol": "imagenhub", "task_type": "text_to_image", "raters_per_item": 3,
-        "assignment_mode": "balanced", "settings": '{"description_models": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "title": "Hostile", "protocol": "imagenhub", "task_type": "text_guided_editing", "raters_per_item": 3,
+        "assignment_mode": "balanced", "description_models": "Imagic\nA\x00B\n" + "[" * 100_000,
+        "gold_share": "nan", "agreement_threshold": "1e999",
     })
     assert response.status_code == 400
-    assert "nested" in response.content.decode()
+    page = response.content.decode()
+    assert "Null characters are not allowed" in page
+    assert page.count('class="error"') >= 3  # gold share and threshold refused too
     assert_nothing_stored()
 
 

@@ -89,7 +89,8 @@ def hostile_world(db):
     export = study_export_run(export_id=study_export_start(study=study, user=owner).pk)
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
             "build_id": build.pk, "export_id": export.pk,
-            "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160"}
+            "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160",
+            "protocol": "evalmi", "task_type": "mixed"}
     return {"study": study, "real": real,
             "personas": {"anonymous": None, "rater": rater_user, "owner": owner}}
 

@@ -211,5 +211,5 @@ def test_a_study_without_rules_after_sessions_still_runs_a_rater_s_gold_rules_wh
     assert not first and not RaterStanding.objects.exists()  # mid-session: nothing queued
     with django_capture_on_commit_callbacks(execute=True) as last:
         rating_submit(rater=rater, item=golds[1], values={"SC": 0, "PQ": 0})
-    assert len(last) == 1
+    assert len(last) == 2  # the rater's rules, and the study's notices (analysis.notices)
     assert RaterStanding.objects.get(rater=rater).state == RaterStanding.State.PAUSED

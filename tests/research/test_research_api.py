@@ -114,9 +114,9 @@ def test_a_broken_bundle_is_answered_with_every_problem_and_nothing_is_created(w
     )
     assert response.status_code == 400
     assert [(p["line"], p["message"]) for p in response.json()["problems"]] == [
-        (3, "duplicate row: instance 's1', model 'A' already on line 2"),
         (2, "file 'gone.png' is not in the zip"),
-    ]
+        (3, "duplicate row: instance 's1', model 'A' already on line 2"),
+    ]  # sorted by line (issue 14)
     assert not Study.objects.filter(slug="broken").exists()
 
 

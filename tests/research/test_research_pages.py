@@ -26,7 +26,7 @@ def study(researcher):
 
 def _form(**overrides):
     fields = {"slug": "from-page", "title": "From the page", "protocol": "imagenhub", "task_type": "text_to_image",
-              "raters_per_item": 3, "assignment_mode": "balanced", "settings": "{}", "bundle": text_to_image_bundle()}
+              "raters_per_item": 3, "assignment_mode": "balanced", "bundle": text_to_image_bundle()}
     fields["bundle"].name = "bundle.zip"
     fields.update(overrides)
     return fields
@@ -133,10 +133,11 @@ def test_a_study_built_without_a_threshold_follows_the_site_default_and_one_buil
     plain = Study.objects.get(slug="from-page")
     assert "agreement_threshold" not in plain.protocol_settings
     assert "≥ 0.55" in client.get(reverse("research-study", args=[plain.slug])).content.decode()
-    client.post(reverse("research-study-new"), _form(slug="own", settings='{"agreement_threshold": 0.7}'))
+    client.post(reverse("research-study-new"), _form(slug="own", agreement_threshold="0.7"))
     assert Study.objects.get(slug="own").settings["agreement_threshold"] == 0.7
-    refused = client.post(reverse("research-study-new"), _form(slug="bad", settings='{"agreement_threshold": 2}'))
-    assert "agreement_threshold must be a number in (0, 1]" in refused.content.decode()
+    refused = client.post(reverse("research-study-new"), _form(slug="bad", agreement_threshold="2"))
+    assert refused.status_code == 400
+    assert "Ensure this value is less than or equal to 1" in refused.content.decode()
     assert not Study.objects.filter(slug="bad").exists()
 
 

@@ -278,7 +278,8 @@ def test_an_attention_check_instruction_is_shown_escaped(client):
     assert '<p class="attention-instruction" role="note">Choose &lt;img src=x onerror=alert(1)&gt; &amp; 0.5</p>' in html
 
 
-def test_an_imagenhub_subject_set_shows_every_subject_picture_at_thumbnail_size(client):
+def test_an_imagenhub_subject_set_shows_every_subject_picture_large_enough_to_judge_identity(client):
+    """384 px files (768 on dense screens), shown half the column wide: not 84 px thumbnails (issue 14)."""
     from tasks.images import store_image
     from tasks.models import ConditionImage
     from tests.factories import png_bytes
@@ -292,6 +293,6 @@ def test_an_imagenhub_subject_set_shows_every_subject_picture_at_thumbnail_size(
     html = client.get(_ready(client, study)).content.decode()
     subjects = _Screen(html).pictures[:2]
     assert [(p["src"], p["srcset"], p["width"], p["height"], p["alt"]) for p in subjects] == [
-        (f"/img/{im.sha256}/160", f"/img/{im.sha256}/160 1x, /img/{im.sha256}/384 2.4x", "160", "80", f"Subject {i + 1}")
+        (f"/img/{im.sha256}/384", f"/img/{im.sha256}/384 1x, /img/{im.sha256}/768 2x", "384", "192", f"Subject {i + 1}")
         for i, im in enumerate(images)]
     assert re.search(r'<div class="subject-set"><a class="zoom"[^\n]*</a>\n<a class="zoom"', html)
