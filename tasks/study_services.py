@@ -11,7 +11,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from analysis.models import JudgeRun, JudgeScore, JudgeVerdict, StudyNotice
+from analysis.models import JudgeRun, JudgeScore, JudgeVerdict, StudyExport, StudyNotice
 from raters.models import (
     AttentionCheck,
     AttentionResult,
@@ -271,6 +271,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         ]),
         _DeleteStep(JudgeRun, ("study",), [by_study(JudgeRun)]),
         _DeleteStep(StudyNotice, ("study",), [by_study(StudyNotice)]),
+        _DeleteStep(StudyExport, ("study",), [by_study(StudyExport)]),
         _DeleteStep(AttentionResult, ("attention_check",), [
             AttentionResult.objects.filter(attention_check__in=_rows(*checks)),
         ]),
@@ -354,6 +355,9 @@ def study_delete(*, study: Study) -> dict[type[models.Model], int]:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(m._meta.db_table)
                                                   for m in (Rating, RatingRevision, Assignment)))
+    # Prepared export files go with their rows, once the delete has committed.
+    export_files = [name for name in StudyExport.objects.filter(study=study).values_list("file", flat=True) if name]
+    transaction.on_commit(lambda: [StudyExport.file.field.storage.delete(name) for name in export_files])
     deleted = {}
     for step in _delete_steps([study.pk]):
         # _raw_delete: one DELETE for the queryset, no collecting; what Django's own fast deletes run
