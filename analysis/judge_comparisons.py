@@ -349,3 +349,40 @@ def _ceiling_comparison(block: JudgeBlock, universes: dict[str, _Universe], rate
     _summaries(result, reps, points, average)
     return result
 
+
+
+def yes_no_intervals(judge, human, *, n_boot: int, seed: int = 0, where: str = "") -> dict:
+    """Bootstrap 95% intervals of a judge's yes/no agreement with the human majority and of Cohen's
+    kappa, items resampled with replacement. An item is one of four cells (judge yes/no x human
+    yes/no) and both statistics depend only on the cell counts, so a resample is one multinomial draw
+    of the four counts (the same distribution as resampling the items). Kappa is undefined in a
+    resample where both sides gave one answer only, the same one; such resamples are counted
+    (``bootstrap_undefined_share``). ``judge``/``human``: 1/0 arrays of equal length, NaN left out."""
+    j, h = np.asarray(judge, float), np.asarray(human, float)
+    keep = np.isfinite(j) & np.isfinite(h)
+    j, h = j[keep], h[keep]
+    n = len(j)
+    if n == 0 or n_boot <= 0:
+        return {"agreement_ci95": None, "cohen_kappa_ci95": None, "bootstrap_undefined_share": None}
+    cells = np.array([((j == 1) & (h == 1)).sum(), ((j == 1) & (h == 0)).sum(),
+                      ((j == 0) & (h == 1)).sum(), ((j == 0) & (h == 0)).sum()], float)
+    counts = _seed(seed, "yes/no", where).multinomial(n, cells / n, size=n_boot).astype(float)
+    agreement, kappa = _agreement_and_kappa(counts)
+    point_agreement, point_kappa = (float(v[0]) for v in _agreement_and_kappa(cells[None]))
+    a = summarise_replicates(point_agreement, agreement)
+    k = summarise_replicates(point_kappa if np.isfinite(point_kappa) else None, kappa)
+    return {"agreement_ci95": list(a.ci95) if a.ci95 else None, "cohen_kappa_ci95": list(k.ci95) if k.ci95 else None,
+            "bootstrap_undefined_share": {"cohen_kappa": k.undefined / n_boot} if k.estimate is not None else {}}
+
+
+def _agreement_and_kappa(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(agreement, Cohen's kappa) per row of cell counts (yes/yes, yes/no, no/yes, no/no); kappa NaN
+    where the expected agreement is 1."""
+    n = counts.sum(axis=1)
+    observed = (counts[:, 0] + counts[:, 3]) / n
+    judge_yes = (counts[:, 0] + counts[:, 1]) / n
+    human_yes = (counts[:, 0] + counts[:, 2]) / n
+    expected = judge_yes * human_yes + (1 - judge_yes) * (1 - human_yes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(np.isclose(expected, 1.0), np.nan, (observed - expected) / (1 - expected))
+    return observed, kappa

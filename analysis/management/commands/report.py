@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.correlation import KENDALL_VARIANTS
 from analysis.report import JUDGE_ITEMS, build_report
+from analysis.viescore_conventions import CONVENTIONS
 from tasks.models import Study
 
 
@@ -27,16 +28,19 @@ class Command(BaseCommand):
                                  "items it scored on all its dimensions (all_aspects, VIEScore's convention)")
         parser.add_argument("--kendall", choices=KENDALL_VARIANTS, default="b",
                             help="Kendall's tau-b (default) or tau-a (EvalMi-50K's convention) for judges")
+        parser.add_argument("--conventions", choices=CONVENTIONS, default="default",
+                            help="viescore: VIEScore's own analysis (tanh(mean r), items with both aspects, "
+                                 "truncated fractional sub-scores) so its published tables reproduce")
 
     def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
-               judge_items: str = "per_dimension", kendall: str = "b", **options):
+               judge_items: str = "per_dimension", kendall: str = "b", conventions: str = "default", **options):
         found = Study.objects.filter(slug=study).first()
         if found is None:
             raise CommandError(f"no study with slug {study!r}")
         if n_boot < 0:
             raise CommandError("--n-boot must be 0 or more")
         report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
-                              judge_items=judge_items, kendall=kendall)
+                              judge_items=judge_items, kendall=kendall, conventions=conventions)
         if json:
             self.stdout.write(_dumps(report))
             return
