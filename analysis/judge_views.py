@@ -173,6 +173,7 @@ def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
         "is_pairwise": study.protocol == protocols.PAIRWISE,
         "pairwise_votes": (Rating.objects.filter(study=study, comparison__isnull=False).count()
                            if study.protocol == protocols.PAIRWISE else 0),
+        "comparisons": report.get("judge_comparisons", {}).get("comparisons", []),
         "judge_endpoints": judge_endpoint_list(),  # names and models only: URLs and keys stay with the operator
     }
     if request.htmx and request.GET.get("fragment") == "runs":

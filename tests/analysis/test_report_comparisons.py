@@ -101,3 +101,18 @@ def test_viescore_conventions_reproduce_the_published_gpt4o_task_numbers(shared_
     assert default["conventions"] == {"name": "default", "differences": []}
     assert "spearman_tanh_mean" not in default["judges"]["gpt4o-0shot"]["PQ"]
     assert default["judges"]["gpt4o-0shot"]["PQ"]["spearman_fisher_mean"] > got["PQ"]  # Fisher, untruncated
+
+
+def test_the_judges_page_says_which_differences_are_real(client, tmp_path):
+    from django.urls import reverse
+
+    from tests.factories import make_user
+
+    study = _two_judges(tmp_path)
+    researcher = make_user("researcher-comparisons", is_staff=False)
+    study.owners.add(researcher)
+    client.force_login(researcher)
+    page = client.get(reverse("judge_side_by_side", args=[study.slug])).content.decode()
+    assert "Which differences are real" in page and "p (Holm)" in page
+    assert "good</strong> − <strong>poor" in page and "human ceiling" in page
+    assert "Williams t" in page and "SRCC [" in page
