@@ -32,6 +32,7 @@ from analysis.correlation import (KENDALL_VARIANTS, fisher_z_mean, model_level_a
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
 from analysis.judge_comparisons import JudgeBlock, compare_judges, yes_no_intervals
+from analysis.model_comparisons import compare_bradley_terry, compare_models
 from analysis.pairwise import pairwise_summary
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
@@ -150,6 +151,8 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         else:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
                                                     n_boot=n_boot, seed=seed, frames=frames)
+        if human_items is not None and not human_items.empty:
+            report["leaderboard"] = _leaderboard(study, human_items, n_boot=n_boot, seed=seed)
         if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
                             judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed,
@@ -272,6 +275,19 @@ def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None)
         "ratings": int(len(frame)),
         "models": int(counts[2]),
     })
+
+
+def _leaderboard(study: Study, human_items: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
+    """Per dimension: every pair of models (paired bootstrap over instances, Holm) and bootstrap rank
+    intervals (analysis.model_comparisons) from the per-item human scores the report uses."""
+    instances = data.item_table(study).set_index("item")["instance"]
+    out = {}
+    for dim, part in human_items.dropna(subset=["human"]).groupby("dimension", sort=False):
+        items = pd.DataFrame({"model": part["model"].astype(str).to_numpy(),
+                              "instance": instances.reindex(part["item"]).to_numpy(),
+                              "score": part["human"].to_numpy(float)})
+        out[str(dim)] = compare_models(items.dropna(subset=["instance"]), n_boot=n_boot, seed=seed)
+    return out
 
 
 # ------------------------------------------------------------------ ImagenHub
@@ -761,6 +777,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
         return
     result = pairwise_summary(frame, n_boot=n_boot, seed=seed)
     report["study_level"]["pairwise_notes"] = result.notes
+    report["leaderboard"] = {"bt_score": compare_bradley_terry(result.models, [
+        result.table.set_index("model").loc[m, "bt_score"] for m in result.models], result.score_replicates)}
     raters = pd.concat([frame[["model_a", "rater"]].set_axis(["model", "rater"], axis=1),
                         frame[["model_b", "rater"]].set_axis(["model", "rater"], axis=1)])
     rater_counts = raters.groupby("model")["rater"].nunique()
@@ -775,6 +793,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
             "win_rate": win_rate,
             "win_rate_ci95": _ci(row["win_rate_ci_low"], row["win_rate_ci_high"], reasons,
                                  f"{where}.win_rate_ci95", "bootstrap interval undefined"),
+            "bootstrap_undefined_share": ({"win_rate": int(row["win_rate_boot_undefined"]) / n_boot}
+                                          if n_boot and win_rate is not None else {}),
             "bt_score": _num(row["bt_score"], reasons, f"{where}.bt_score"),
             "bt_ci95": _ci(row["bt_ci_low"], row["bt_ci_high"], reasons, f"{where}.bt_ci95",
                            "bootstrap interval undefined"),
