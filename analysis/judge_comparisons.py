@@ -19,7 +19,8 @@ resamples, restricted to its own items (an item a judge did not score has weight
   beside it (:mod:`analysis.correlation_tests`);
 * a judge against the human ceiling, like for like: per left-out rater, the judge and that rater each
   correlated with the mean of the *other* raters on the judge's items (Fisher mean over raters, then
-  over models), the difference bootstrapped on the same resamples.
+  over models), the difference bootstrapped on the same resamples. In a resample, as in the ceiling
+  itself, a rater whose correlation is undefined (constant scores) is skipped in the mean over raters.
 
 Kendall's tau gets a Fieller interval per model (no bootstrap: its weighted form costs O(n^2) per
 resample). A resample where a statistic is undefined (a model's resampled scores constant) is left
@@ -141,8 +142,8 @@ def compare_judges(blocks: list[JudgeBlock], *, raters: pd.DataFrame | None = No
 
 
 _METHOD = ("paired bootstrap over items (resampled within each model, the same resamples for every judge and "
-           "rater on a human dimension); percentile 95% CI, two-sided p = 2 (k + 1) / (B + 1), k of the B "
-           "resamples on the far side of 0; p_holm: Holm over every comparison of the study. Pearson per model also gets "
+           "rater on a human dimension); percentile 95% CI; two-sided p from the bootstrap standard error "
+           "(normal approximation; p_counted = 2 (k + 1) / (B + 1), k of the B resamples on the far side of 0, beside it); p_holm: Holm over every comparison of the study. Pearson per model also gets "
            "Williams' t, Steiger's Z and Zou's (2007) CI. Kendall intervals: Fieller (Fisher z, SE "
            "sqrt(0.437/(n-4))).")
 
@@ -258,6 +259,7 @@ def _summaries(result: dict, reps: dict, points: dict, average: str) -> None:
     result["difference"] = headline.get("estimate")
     result["ci95"] = headline.get("ci95")
     result["p"] = headline.get("p")
+    result["p_counted"] = headline.get("p_counted")
     result["bootstrap_undefined_share"] = headline.get("bootstrap_undefined_share")
 
 
@@ -283,6 +285,21 @@ def _flip(result: dict) -> None:
             flip_block(entry.get(name))
     result["difference"] = -result["difference"]
     result["ci95"] = [-result["ci95"][1], -result["ci95"][0]] if result["ci95"] else None
+
+
+def _over_defined_raters(judge: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fisher means over left-out raters per replicate (last axis), over the raters whose two
+    correlations are both defined in that replicate, as the ceiling itself skips a rater whose scores
+    are constant (a skewed rater often is in a resample); NaN only where no rater is defined."""
+    both = np.isfinite(judge) & np.isfinite(own)
+    count = both.sum(axis=-1)
+
+    def mean(values: np.ndarray) -> np.ndarray:
+        z = np.where(both, np.arctanh(np.clip(np.nan_to_num(values), -1 + 1e-12, 1 - 1e-12)), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, np.tanh(z.sum(axis=-1) / count), np.nan)
+
+    return mean(judge), mean(own)
 
 
 def _ceiling_comparison(block: JudgeBlock, universes: dict[str, _Universe], raters: pd.DataFrame,
@@ -330,8 +347,8 @@ def _ceiling_comparison(block: JudgeBlock, universes: dict[str, _Universe], rate
                 entry[name] = None
                 continue
             judge_m, ceiling_m = fisher_z_mean(judge_points), fisher_z_mean(own_points)
-            rep_judge = _average(np.stack(rater_reps[method][0], axis=-1), "fisher")
-            rep_ceiling = _average(np.stack(rater_reps[method][1], axis=-1), "fisher")
+            rep_judge, rep_ceiling = _over_defined_raters(np.stack(rater_reps[method][0], axis=-1),
+                                                          np.stack(rater_reps[method][1], axis=-1))
             entry["raters"] = len(judge_points)
             entry[name] = {"first": judge_m, "second": ceiling_m,
                            **summarise_replicates(judge_m - ceiling_m, rep_judge - rep_ceiling).as_dict()}

@@ -5,8 +5,9 @@ A leaderboard that tests only neighbours (analysis.leaderboard) says nothing abo
 
 * every pair's difference of mean item scores is bootstrapped over *instances* (prompts), paired: one
   resample of instances serves every model, since all models answer the same prompts; an instance a
-  model lacks leaves the pair's shared instances only. Percentile 95 % CI, two-sided p = 2 (k + 1) /
-  (B + 1) (analysis.correlation_tests.summarise_replicates), and ``p_holm``: Holm's step-down
+  model lacks leaves the pair's shared instances only. Percentile 95 % CI, two-sided p from the
+  bootstrap standard error (``p_counted``, the resample count, beside it; see
+  analysis.correlation_tests.summarise_replicates), and ``p_holm``: Holm's step-down
   adjustment over all pairs of the dimension, which keeps the chance of any false "separated" at 5 %.
 * each model's rank (1 = best) is recomputed in every resample from the resampled means; its 95 %
   interval is the 2.5th and 97.5th percentiles of those ranks (ties share the better rank). A rank
@@ -27,7 +28,7 @@ from scipy import stats
 from analysis.correlation_tests import bootstrap_counts, holm, summarise_replicates
 
 METHOD = ("paired bootstrap over instances (one resample serves every model); pairs: percentile 95% CI of the "
-          "difference of means, two-sided p = 2 (k + 1) / (B + 1), p_holm: Holm over all pairs of the dimension; "
+          "difference of means, two-sided p from the bootstrap standard error, p_holm: Holm over all pairs of the dimension; "
           "ranks: 2.5th-97.5th percentile of the model's rank across resamples (1 = best)")
 
 
@@ -81,14 +82,14 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
             difference = values[both, a] - values[both, b]
             pair = {"first": str(order[a]), "second": str(order[b]), "instances": int(both.sum()),
                     "difference": float(difference.mean()) if both.any() else None, "ci95": None, "p": None,
-                    "bootstrap_undefined_share": None}
+                    "p_counted": None, "bootstrap_undefined_share": None}
             if rep_means is not None and both.any():
                 gaps = np.where(both, np.nan_to_num(values[:, a] - values[:, b]), 0.0)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     replicates = (counts @ gaps) / (counts @ both.astype(float))
                 summary = summarise_replicates(pair["difference"], replicates)
                 pair.update(ci95=list(summary.ci95) if summary.ci95 else None, p=summary.p_value,
-                            bootstrap_undefined_share=summary.undefined / n_boot)
+                            p_counted=summary.p_counted, bootstrap_undefined_share=summary.undefined / n_boot)
             pairs.append(pair)
     for pair, adjusted in zip(pairs, holm([p["p"] for p in pairs])):
         pair["p_holm"] = adjusted
@@ -98,7 +99,7 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
 
 
 BT_METHOD = ("bootstrap over judgements (the pairwise report's replicates); pairs: percentile 95% CI of the "
-             "difference of Bradley-Terry scores (log-strengths), two-sided p = 2 (k + 1) / (B + 1), p_holm: Holm "
+             "difference of Bradley-Terry scores (log-strengths), two-sided p from the bootstrap standard error, p_holm: Holm "
              "over all pairs; ranks: 2.5th-97.5th percentile of the model's BT rank across replicates (1 = best)")
 
 
@@ -124,11 +125,11 @@ def compare_bradley_terry(models: list[str], scores, replicates) -> dict:
         for b in order[i + 1:]:
             difference = float(scores[a] - scores[b])
             pair = {"first": str(models[a]), "second": str(models[b]), "difference": difference, "ci95": None,
-                    "p": None, "bootstrap_undefined_share": None}
+                    "p": None, "p_counted": None, "bootstrap_undefined_share": None}
             if n_boot:
                 summary = summarise_replicates(difference, replicates[:, a] - replicates[:, b])
                 pair.update(ci95=list(summary.ci95) if summary.ci95 else None, p=summary.p_value,
-                            bootstrap_undefined_share=summary.undefined / n_boot)
+                            p_counted=summary.p_counted, bootstrap_undefined_share=summary.undefined / n_boot)
             pairs.append(pair)
     for pair, adjusted in zip(pairs, holm([p["p"] for p in pairs])):
         pair["p_holm"] = adjusted
