@@ -155,91 +155,101 @@ def holm(p_values) -> list[float | None]:
 
 
 def bootstrap_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n) counts (as floats, the form the weighted sums use): how often each of n items is drawn in each resample of n items with
+    """(n_boot, n) counts (floats in Fortran order: each item's counts contiguous, as the weighted sums
+    read them): how often each of n items is drawn in each resample of n items with
     replacement (a multinomial draw, the same distribution as n integer draws)."""
     if n == 0:
         return np.zeros((n_boot, 0))
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+    return np.asfortranarray(rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float))
 
 
-def _value_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sort order, first position of each run of equal values in that order, run of each item)."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    start = np.ones(len(values), bool)
-    start[1:] = ordered[1:] != ordered[:-1]
-    run = np.empty(len(values), np.int64)
-    run[order] = np.cumsum(start) - 1
-    return order, np.flatnonzero(start), run
+def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, code of each value among them)."""
+    distinct, codes = np.unique(values, return_inverse=True)
+    return distinct, codes.ravel()
 
 
-def _run_counts(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(draws per run of equal values in each resample (n_boot, runs), the run of each item)."""
-    order, first, run = _value_groups(values)
-    per_run = np.add.reduceat(weights[:, order], first, axis=1) if len(values) else weights[:, :0]
-    return per_run, run
+def _group_sums(columns: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Sums of the rows of ``columns`` (k, n_boot) within each group: (n_groups, n_boot). Rows are
+    contiguous resample vectors, so the gather and the sums run over contiguous memory."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    out = np.zeros((n_groups, columns.shape[1]))
+    out[g[first]] = np.add.reduceat(columns[order], first, axis=0)
+    return out
 
 
-def _weighted_ranks(per_run: np.ndarray, run: np.ndarray) -> np.ndarray:
-    """Average ranks of every item in each resample, as scipy's rankdata gives them on the resample
-    written out: a value drawn c times after b smaller draws has rank b + (c + 1)/2."""
-    below = np.cumsum(per_run, axis=1) - per_run
-    return (below + (per_run + 1) / 2.0)[:, run]
-
-
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise sums of a * b for (n_boot, n) or (n,) operands (a matrix-vector product when one is 1-D)."""
-    if a.ndim == 1:
-        return b @ a
-    if b.ndim == 1:
-        return a @ b
-    return np.einsum("ij,ij->i", a, b)
-
-
-def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Pearson's r of each resample from count weights (n_boot, n); ``x``/``y``: (n,) or (n_boot, n).
-    Centred on the unweighted item means first, so the raw-moment sums lose no useful precision
-    (agrees with scipy on the written-out resample to ~1e-12), and a 1-D side is a matrix product."""
-    x = x - x.mean(axis=-1, keepdims=True)
-    y = y - y.mean(axis=-1, keepdims=True)
-    total = weights.sum(axis=1)
-    wx, wy = _rowdot(weights, x), _rowdot(weights, y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sxy = _rowdot(weights, x * y) - wx * wy / total
-        sxx = _rowdot(weights, x * x) - wx * wx / total
-        syy = _rowdot(weights, y * y) - wy * wy / total
-        r = sxy / np.sqrt(sxx * syy)
-    return np.clip(r, -1.0, 1.0)
+def _average_ranks(per_value: np.ndarray) -> np.ndarray:
+    """Average rank of each distinct value (rows, ascending) in each resample (columns), from how
+    often it was drawn:
+    a value drawn c times after b smaller draws has rank b + (c + 1)/2, as scipy's rankdata gives on
+    the resample written out."""
+    return np.cumsum(per_value, axis=0) - per_value + (per_value + 1) / 2.0
 
 
 METHODS = ("srcc", "plcc")
 
 
 def weighted_correlations(x, y, weights, *, method: str = "srcc") -> np.ndarray:
-    """The correlation of ``x`` and ``y`` in every resample, ``weights`` (n_boot, n) giving how often
-    each item was drawn (0 = not drawn, or not part of this comparison). ``method``: "srcc"
-    (Spearman: average ranks within the resample) or "plcc" (Pearson). Values are snapped to 9
+    """One method of :func:`weighted_correlations_both` (see there)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return weighted_correlations_both(x, y, weights, methods=(method,))[method]
+
+
+def weighted_correlations_both(x, y, weights, *, methods=METHODS) -> dict[str, np.ndarray]:
+    """The correlations (``methods``) of ``x`` and ``y`` in every resample, ``weights`` (n_boot, n)
+    giving how often each item was drawn (0 = not drawn, or not part of this comparison): "srcc"
+    (Spearman: average ranks within the resample) and/or "plcc" (Pearson), sharing the tie counts,
+    as ``{method: (n_boot,) array}``. Values are snapped to 9
     decimals as :func:`analysis.correlation.sample_correlations` does, and a pair with a missing
     side counts as not drawn. NaN where the resample has fewer than 3 draws or a constant side
     (the statistic is undefined there; callers count these)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     x, y = snap(x), snap(y)
-    weights = np.asarray(weights, dtype=float)  # no copy when the caller keeps float counts
+    weights = np.asarray(weights, dtype=float)
     if weights.ndim != 2 or weights.shape[1] != len(x) or len(x) != len(y):
         raise ValueError(f"weights must be (n_boot, {len(x)}) for {len(x)} pairs, got {weights.shape}")
+    # work on items x resamples: each item's counts are one contiguous row (no copy when the caller
+    # keeps its counts in Fortran order, see bootstrap_counts)
+    columns = np.ascontiguousarray(weights.T)
     finite = np.isfinite(x) & np.isfinite(y)
     if not finite.all():
-        weights = weights * finite
-        x, y = np.where(finite, x, 0.0), np.where(finite, y, 0.0)
-    (x_runs, x_run), (y_runs, y_run) = _run_counts(x, weights), _run_counts(y, weights)
-    if method == "srcc":
-        r = _weighted_pearson(_weighted_ranks(x_runs, x_run), _weighted_ranks(y_runs, y_run), weights)
-    else:
-        r = _weighted_pearson(x, y, weights)
-    undefined = (weights.sum(axis=1) < 3) | ((x_runs > 0).sum(axis=1) < 2) | ((y_runs > 0).sum(axis=1) < 2)
-    r[undefined] = np.nan
-    return r
+        columns, x, y = columns[finite], x[finite], y[finite]
+    if len(x) == 0:
+        return {method: np.full(weights.shape[0], np.nan) for method in methods}
+    # Every statistic depends only on how often each distinct (x, y) cell was drawn: one pass over
+    # the items sums the counts per cell, everything else is (cells, n_boot) work. With a Likert judge
+    # and a 3-rater mean there are at most 11 x 7 cells however many items.
+    x_values, x_code = _dense_codes(x)
+    y_values, y_code = _dense_codes(y)
+    cell_code = x_code * len(y_values) + y_code
+    cells, cell_of_item = np.unique(cell_code, return_inverse=True)
+    per_cell = _group_sums(columns, cell_of_item.ravel(), len(cells))
+    cell_x, cell_y = cells // len(y_values), cells % len(y_values)
+    per_x = _group_sums(per_cell, cell_x, len(x_values))
+    per_y = _group_sums(per_cell, cell_y, len(y_values))
+    total = per_cell.sum(axis=0)
+    undefined = (total < 3) | ((per_x > 0).sum(axis=0) < 2) | ((per_y > 0).sum(axis=0) < 2)
+    out = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for method in methods:
+            if method == "srcc":
+                middle = (total + 1) / 2.0  # the mean rank
+                dx, dy = _average_ranks(per_x) - middle, _average_ranks(per_y) - middle
+                sxy = np.einsum("ij,ij,ij->j", per_cell, dx[cell_x], dy[cell_y])
+                sxx, syy = np.einsum("ij,ij,ij->j", per_x, dx, dx), np.einsum("ij,ij,ij->j", per_y, dy, dy)
+            elif method == "plcc":
+                xv, yv = x_values - x.mean(), y_values - y.mean()  # centred: the raw moments lose nothing useful
+                sx, sy = xv @ per_x, yv @ per_y
+                sxy = (xv[cell_x] * yv[cell_y]) @ per_cell - sx * sy / total
+                sxx, syy = (xv * xv) @ per_x - sx * sx / total, (yv * yv) @ per_y - sy * sy / total
+            else:
+                raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+            r = np.clip(sxy / np.sqrt(sxx * syy), -1.0, 1.0)
+            r[undefined] = np.nan
+            out[method] = r
+    return out
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from analysis.correlation_tests import (
     holm,
     steiger_z,
     summarise_replicates,
-    weighted_correlations,
+    weighted_correlations_both,
     williams_t,
     zou_interval,
 )
@@ -79,11 +79,23 @@ def _seed(seed: int, *parts: str) -> np.random.Generator:
 
 
 class _Universe:
-    """The items of one (human dimension, model), their human scores and the shared resamples."""
+    """The items of one (human dimension, model), their human scores and the shared resamples.
+
+    :meth:`replicates` remembers what it computed: the same correlation is asked for again when two
+    judges scored the same items (their pair reuses each judge's own replicates) and when several
+    judges are set beside the same raters (each rater against the rest is computed once)."""
 
     def __init__(self, items: np.ndarray, human: np.ndarray, counts: np.ndarray) -> None:
         self.items, self.human, self.counts = items, human, counts
         self.position = pd.Series(np.arange(len(items)), index=items)
+        self._memo: dict = {}
+
+    def replicates(self, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        """SRCC and PLCC of x and y (universe-aligned, NaN = not part of it) in every resample."""
+        key = (x.tobytes(), y.tobytes())
+        if key not in self._memo:
+            self._memo[key] = weighted_correlations_both(x, y, self.counts)
+        return self._memo[key]
 
     def values(self, frame: pd.DataFrame) -> np.ndarray:
         """The frame's ``value`` per universe item (NaN where it has none)."""
@@ -162,7 +174,7 @@ def _block_intervals(block: JudgeBlock, universes: dict[str, _Universe], average
                        "bootstrap_undefined_share": {}}
         for method in ("srcc", "plcc"):
             estimate = getattr(point, method)
-            rep = weighted_correlations(judge, universe.human, universe.counts, method=method)
+            rep = universe.replicates(judge, universe.human)[method]
             summary = summarise_replicates(estimate, rep)
             entry[f"{method}_ci95"] = list(summary.ci95) if summary.ci95 else None
             if estimate is not None:
@@ -212,8 +224,8 @@ def _judge_pair(first: JudgeBlock, second: JudgeBlock, universes: dict[str, _Uni
             if ra is None or rb is None:
                 entry[name] = None
                 continue
-            rep_a = weighted_correlations(a, universe.human, universe.counts, method=method)
-            rep_b = weighted_correlations(b, universe.human, universe.counts, method=method)
+            rep_a = universe.replicates(a, universe.human)[method]
+            rep_b = universe.replicates(b, universe.human)[method]
             reps[method][0].append(rep_a)
             reps[method][1].append(rep_b)
             points[method][0].append(ra)
@@ -339,8 +351,8 @@ def _ceiling_comparison(block: JudgeBlock, universes: dict[str, _Universe], rate
                     continue
                 rater_points[method][0].append(getattr(p_judge, method))
                 rater_points[method][1].append(getattr(p_own, method))
-                rater_reps[method][0].append(weighted_correlations(judge_u, rest, universe.counts, method=method))
-                rater_reps[method][1].append(weighted_correlations(own_u, rest, universe.counts, method=method))
+                rater_reps[method][0].append(universe.replicates(judge_u, rest)[method])
+                rater_reps[method][1].append(universe.replicates(own_u, rest)[method])
         for method, name in _NAMES.items():
             judge_points, own_points = rater_points[method]
             if len(judge_points) < 2:
