@@ -116,3 +116,15 @@ def test_the_judges_page_says_which_differences_are_real(client, tmp_path):
     assert "Which differences are real" in page and "p (Holm)" in page
     assert "good</strong> − <strong>poor" in page and "human ceiling" in page
     assert "Williams t" in page and "SRCC [" in page
+
+
+def test_the_report_command_prints_the_comparisons_and_takes_the_conventions(tmp_path, capsys):
+    from django.core.management import call_command
+
+    study = _two_judges(tmp_path, n_items=20)
+    call_command("report", study.slug, "--n-boot", "200")
+    text = capsys.readouterr().out
+    assert "SC SRCC good - poor: +" in text and "Holm p" in text
+    call_command("report", study.slug, "--json", "--n-boot", "0", "--conventions", "viescore")
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["conventions"]["name"] == "viescore" and "spearman_tanh_mean" in printed["judges"]["good"]["SC"]

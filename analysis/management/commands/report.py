@@ -90,6 +90,13 @@ def render_text(report: dict) -> str:
                 parts.append(f"{dim} SRCC {_fmt(v['spearman_fisher_mean'], 3)} "
                              f"(Fisher-z mean over {v['models']} models, n={v['n']})")
         lines.append(f"judge {judge}: " + ", ".join(parts))
+    for c in (report.get("judge_comparisons") or {}).get("comparisons", []):
+        if c["difference"] is None:
+            continue
+        ci = f" [{_fmt(c['ci95'][0], 3)}, {_fmt(c['ci95'][1], 3)}]" if c.get("ci95") else ""
+        lines.append(f"{c['human_dimension']} SRCC {c['first']['judge']} - {c['second']['judge']}: "
+                     f"{c['difference']:+.3f}{ci}, Holm p {_fmt(c['p_holm'], 3)}"
+                     f"{' (real)' if c['real'] else ''}")
     if report["reasons"]:
         lines.append(f"{len(report['reasons'])} undefined value(s); first: {report['reasons'][0]} (see --json)")
     return "\n".join(lines)
