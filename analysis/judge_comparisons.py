@@ -51,8 +51,10 @@ from analysis.correlation_tests import (
 AVERAGES = ("fisher", "tanh_mean")
 _NAMES = {"srcc": "spearman", "plcc": "pearson"}
 # resamples x items the bootstrap may touch per human dimension; beyond it the intervals are skipped
-# (with a reason) rather than make the report page wait: EvalMi-50K (50,400 items) fits 1,000 resamples.
-WORK_LIMIT = 60_000_000
+# (with a reason) rather than make the report page wait. ImagenHub's largest task (1,432 items) fits
+# 1,000 resamples many times over; EvalMi-50K (50,400 items, continuous z-MOS: ~9 s of CPU per judge
+# at 1,000 resamples) needs ``n_boot`` <= 238 (``manage.py report --n-boot 200``).
+WORK_LIMIT = 12_000_000
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,18 @@ class _Universe:
     judges scored the same items (their pair reuses each judge's own replicates) and when several
     judges are set beside the same raters (each rater against the rest is computed once)."""
 
-    def __init__(self, items: np.ndarray, human: np.ndarray, counts: np.ndarray) -> None:
-        self.items, self.human, self.counts = items, human, counts
+    def __init__(self, items: np.ndarray, human: np.ndarray, n_boot: int, seed: int, *names: str) -> None:
+        self.items, self.human = items, human
+        self.n_boot, self.seed, self.names = n_boot, seed, names
         self.position = pd.Series(np.arange(len(items)), index=items)
         self._memo: dict = {}
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The resamples (n_boot, items), drawn again from the same seed whenever needed rather than
+        kept: at EvalMi scale (24 models x 2,100 items x 1,000 resamples) keeping them all would hold
+        400 MB; a draw costs a few milliseconds."""
+        return bootstrap_counts(len(self.items), self.n_boot, _seed(self.seed, *self.names))
 
     def replicates(self, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
         """SRCC and PLCC of x and y (universe-aligned, NaN = not part of it) in every resample."""
@@ -128,13 +138,14 @@ def compare_judges(blocks: list[JudgeBlock], *, raters: pd.DataFrame | None = No
         human = pd.concat([b.frame[["item", "model", "human"]] for b in group]).drop_duplicates("item")
         if n_boot * len(human) > WORK_LIMIT:
             out["reasons"].append(f"{hdim}: {len(human)} items x {n_boot} resamples exceeds the bootstrap budget "
-                                  f"({WORK_LIMIT:,}); no intervals or comparisons")
+                                  f"({WORK_LIMIT:,}); no intervals or comparisons (use n_boot <= "
+                                  f"{WORK_LIMIT // max(len(human), 1)})")
             continue
         universes = {}
         for model, part in human.groupby("model", sort=True):
             part = part.sort_values("item")
-            universes[str(model)] = _Universe(part["item"].to_numpy(), part["human"].to_numpy(float),
-                                              bootstrap_counts(len(part), n_boot, _seed(seed, hdim, str(model))))
+            universes[str(model)] = _Universe(part["item"].to_numpy(), part["human"].to_numpy(float), n_boot, seed,
+                                              hdim, str(model))
         replicates = {}
         for block in group:
             replicates[block.judge, block.key] = _block_intervals(block, universes, average, out)

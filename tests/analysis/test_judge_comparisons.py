@@ -186,3 +186,13 @@ def test_subject_driven_editing_pq_gemini_and_gpt4v_are_not_told_apart(viescore_
     assert pair["difference"] == pytest.approx(0.007, abs=1e-3)
     assert pair["ci95"] == pytest.approx([-0.095, 0.113], abs=0.01)
     assert not pair["real"]
+
+
+def test_a_study_too_large_for_the_bootstrap_budget_is_skipped_with_the_n_boot_that_fits(monkeypatch):
+    import analysis.judge_comparisons as module
+
+    blocks, _ = _study(n=20)  # 60 items
+    monkeypatch.setattr(module, "WORK_LIMIT", 60 * 100)
+    assert compare_judges(blocks, n_boot=100)["comparisons"]
+    result = compare_judges(blocks, n_boot=101)
+    assert result["comparisons"] == [] and "use n_boot <= 100" in result["reasons"][0]
