@@ -53,7 +53,8 @@ class StudyExport(APIView):
 class StudyResults(APIView):
     """The study report (analysis.report.build_report): per-model means, CIs, agreement, judges, reasons.
 
-    ``?include_excluded=true`` keeps blocked raters in.
+    ``?include_excluded=true`` keeps blocked raters in; ``?conventions=viescore`` applies VIEScore's own
+    analysis conventions (analysis.viescore_conventions; anything else is the default).
     """
 
     permission_classes = RESEARCH_PERMISSIONS
@@ -62,7 +63,8 @@ class StudyResults(APIView):
     def get(self, request: Request, slug: str) -> Response:
         study = get_study_for_user(request.user, slug)
         include = request.query_params.get("include_excluded", "").lower() in ("1", "true", "yes")
-        return Response(build_report(study, include_excluded=include))
+        conventions = "viescore" if request.query_params.get("conventions") == "viescore" else "default"
+        return Response(build_report(study, include_excluded=include, conventions=conventions))
 
 
 class JudgeRunOutput(serializers.ModelSerializer):

@@ -177,3 +177,18 @@ def judge_scores_frame(study: Study) -> pd.DataFrame:
     frame["model"] = _item_models(study).reindex(frame["item"]).to_numpy()
     frame["value"] = frame["value"].astype(float)
     return frame[columns].reset_index(drop=True)
+
+
+def judge_sub_scores_frame(study: Study) -> pd.DataFrame:
+    """VIEScore judges' sub-scores on this study's items: ``judge, item, dimension, sub_scores`` (the
+    0-10 list each SC/PQ score was the minimum of), newest run winning as in :func:`judge_scores_frame`.
+    Only the report's VIEScore-conventions option reads them (VIEScore truncates fractional
+    sub-scores; the stored value keeps them)."""
+    rows = (
+        JudgeScore.objects.filter(run__study=study, run__judge__kind=Judge.Kind.VIESCORE, value__isnull=False,
+                                  dimension__in=["SC", "PQ"])
+        .order_by("run__created_at", "id")
+        .values_list("run__judge__name", "item_id", "dimension", "sub_scores")
+    )
+    frame = pd.DataFrame.from_records(list(rows), columns=["judge", "item", "dimension", "sub_scores"])
+    return frame.drop_duplicates(subset=["judge", "item", "dimension"], keep="last").reset_index(drop=True)

@@ -197,6 +197,7 @@ def _page(request: HttpRequest, study: Study, form: JudgeRunForm, *, status: int
         "is_pairwise": study.protocol == protocols.PAIRWISE,
         "pairwise_votes": (Rating.objects.filter(study=study, comparison__isnull=False).count()
                            if study.protocol == protocols.PAIRWISE else 0),
+        "comparisons": report.get("judge_comparisons", {}).get("comparisons", []),
     }
     return render(request, "analysis/side_by_side.html", context, status=status)
 

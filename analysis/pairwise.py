@@ -38,7 +38,9 @@ BOTH_BAD_POLICIES = ("exclude", "tie")
 class PairwiseResult:
     """``table``: one row per model (sorted by BT score, best first) with columns
     ``model, comparisons, wins, losses, ties, both_bad, win_rate, win_rate_ci_low,
-    win_rate_ci_high, bt_score, bt_ci_low, bt_ci_high, both_bad_rate``.
+    win_rate_ci_high, win_rate_boot_undefined, bt_score, bt_ci_low, bt_ci_high, both_bad_rate``;
+    ``win_rate_boot_undefined``: bootstrap replicates in which the model had no decisive or tied
+    judgement, so its win rate was undefined (left out of its CI and counted here).
 
     ``win_rate`` = (wins + ties/2) / decisive-or-tied judgements (None if the model has
     none). ``notes`` explain undefined values and policies applied.
@@ -46,6 +48,10 @@ class PairwiseResult:
 
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    # bootstrap replicates of the BT scores, (n_boot, models) in the order of ``models`` (sorted names);
+    # None without a bootstrap. analysis.model_comparisons reads them for rank intervals and all pairs.
+    models: list[str] = field(default_factory=list)
+    score_replicates: np.ndarray | None = None
 
 
 def _encode(frame: pd.DataFrame) -> tuple[list[str], np.ndarray]:
@@ -141,7 +147,7 @@ def pairwise_summary(
     if both_bad not in BOTH_BAD_POLICIES:
         raise ValueError(f"both_bad must be one of {BOTH_BAD_POLICIES}, got {both_bad!r}")
     columns = ["model", "comparisons", "wins", "losses", "ties", "both_bad", "win_rate", "win_rate_ci_low",
-               "win_rate_ci_high", "bt_score", "bt_ci_low", "bt_ci_high", "both_bad_rate"]
+               "win_rate_ci_high", "win_rate_boot_undefined", "bt_score", "bt_ci_low", "bt_ci_high", "both_bad_rate"]
     notes = [f"ties count as half a win; 'both_bad' is {'a tie' if both_bad == 'tie' else 'excluded from win rates and BT'}"]
     if comparisons.empty:
         return PairwiseResult(pd.DataFrame(columns=columns), notes + ["no pairwise judgements"])
@@ -155,6 +161,8 @@ def pairwise_summary(
 
     rate_ci = np.full((2, k), np.nan)
     score_ci = np.full((2, k), np.nan)
+    rate_undefined = np.zeros(k, np.int64)
+    score_reps = None
     if n_boot > 0:
         rng = np.random.default_rng(seed)
         n = len(encoded)
@@ -169,6 +177,7 @@ def pairwise_summary(
             score_reps.append(bradley_terry(rep_wins, prior=prior))
         rate_reps = np.concatenate(rate_reps)
         score_reps = np.concatenate(score_reps)
+        rate_undefined = (~np.isfinite(rate_reps)).sum(axis=0)
         with np.errstate(all="ignore"):
             rate_ci = np.nanpercentile(np.where(np.isfinite(rate_reps), rate_reps, np.nan), [2.5, 97.5], axis=0) \
                 if np.isfinite(rate_reps).any() else rate_ci
@@ -186,6 +195,7 @@ def pairwise_summary(
     table["both_bad"] = bad[0].astype(int)
     table["win_rate"] = rate
     table["win_rate_ci_low"], table["win_rate_ci_high"] = rate_ci
+    table["win_rate_boot_undefined"] = rate_undefined
     table["bt_score"] = scores
     table["bt_ci_low"], table["bt_ci_high"] = score_ci
     table["both_bad_rate"] = table["both_bad"] / table["comparisons"]
@@ -196,7 +206,7 @@ def pairwise_summary(
     if graph_notes:
         notes.append(graph_notes)
     table = table.sort_values("bt_score", ascending=False, kind="stable").reset_index(drop=True)
-    return PairwiseResult(table[columns], notes)
+    return PairwiseResult(table[columns], notes, models=models, score_replicates=score_reps)
 
 
 def _connectivity_note(models: list[str], encoded: np.ndarray) -> str | None:

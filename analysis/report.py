@@ -27,12 +27,16 @@ from analysis import data
 from analysis.agreement import agreement_table, agreement_tables
 from analysis.ceiling import human_ceilings, judge_vs_rest
 from analysis.codes import RatingCodes, dense_rank
-from analysis.correlation import KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations
+from analysis.correlation import (KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations,
+                                  tanh_of_mean)
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
+from analysis.judge_comparisons import JudgeBlock, compare_judges, yes_no_intervals
+from analysis.model_comparisons import compare_bradley_terry, compare_models
 from analysis.pairwise import pairwise_summary
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
+from analysis.viescore_conventions import CONVENTIONS, DIFFERENCES, apply_truncation
 from analysis.zmos import group_means, mos_from_item_scores, zscore_by_rater
 from tasks import protocols
 from tasks.models import Study
@@ -100,7 +104,7 @@ JUDGE_ITEMS = ("per_dimension", "all_aspects")
 
 def build_report(study: Study, *, include_excluded: bool = False, judges: bool = True,
                  seed: int = 0, n_boot: int = 1000, judge_items: str = "per_dimension",
-                 kendall: str = "b") -> dict:
+                 kendall: str = "b", conventions: str = "default") -> dict:
     """The study report as a JSON-ready dict (see module docstring and README for the schema).
 
     ``n_boot`` replicates are used where the report bootstraps (agreement CIs over items,
@@ -112,8 +116,14 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     for SC, PQ and O (each block says how many: ``items``); ``all_aspects``: only items the judge
     scored on every one of its dimensions (the VIEScore notebook's convention). ``kendall``: "b"
     (tau-b, default) or "a" (tau-a, EvalMi-50K's convention where scores tie) for the judge
-    correlations.
+    correlations. ``conventions``: "default" or "viescore" (VIEScore's own analysis, so its published
+    tables reproduce: tanh(mean r), items with every aspect scored, truncated fractional sub-scores;
+    see analysis.viescore_conventions; ``report["conventions"]`` lists what differs).
     """
+    if conventions not in CONVENTIONS:
+        raise ValueError(f"conventions must be one of {', '.join(CONVENTIONS)}, got {conventions!r}")
+    if conventions == "viescore":
+        judge_items = "all_aspects"
     if judge_items not in JUDGE_ITEMS:
         raise ValueError(f"judge_items must be one of {', '.join(JUDGE_ITEMS)}, got {judge_items!r}")
     if kendall not in KENDALL_VARIANTS:
@@ -133,6 +143,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "human_source": "ratings",
         "judge_items": judge_items,
         "kendall": f"tau-{kendall}",
+        "conventions": {"name": conventions, "differences": DIFFERENCES if conventions == "viescore" else []},
         "models": {},
         "study_level": {},
         "judges": {},
@@ -143,15 +154,21 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     else:
         ratings = _coded(data.ratings_frame(study, include_excluded=include_excluded))
         scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
+        if conventions == "viescore" and judges and scores is not None and not scores.empty:
+            scores, changed = apply_truncation(scores, data.judge_sub_scores_frame(study))
+            report["conventions"]["truncated_scores_changed"] = changed
         human_qa = None
         if study.protocol == protocols.IMAGENHUB:
             human_items = _imagenhub_section(ratings, report, reasons, n_boot=n_boot, seed=seed, frames=frames)
         else:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
                                                     n_boot=n_boot, seed=seed, frames=frames)
+        if human_items is not None and not human_items.empty:
+            report["leaderboard"] = _leaderboard(study, human_items, n_boot=n_boot, seed=seed)
         if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
-                            judge_items=judge_items, kendall=kendall)
+                            judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed,
+                            average="tanh_mean" if conventions == "viescore" else "fisher")
     report["reasons"] = reasons.as_list()
     return _jsonable(report, "report", reasons, report)
 
@@ -270,6 +287,19 @@ def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None)
         "ratings": int(len(frame)),
         "models": int(counts[2]),
     })
+
+
+def _leaderboard(study: Study, human_items: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
+    """Per dimension: every pair of models (paired bootstrap over instances, Holm) and bootstrap rank
+    intervals (analysis.model_comparisons) from the per-item human scores the report uses."""
+    instances = data.item_table(study).set_index("item")["instance"]
+    out = {}
+    for dim, part in human_items.dropna(subset=["human"]).groupby("dimension", sort=False):
+        items = pd.DataFrame({"model": part["model"].astype(str).to_numpy(),
+                              "instance": instances.reindex(part["item"]).to_numpy(),
+                              "score": part["human"].to_numpy(float)})
+        out[str(dim)] = compare_models(items.dropna(subset=["instance"]), n_boot=n_boot, seed=seed)
+    return out
 
 
 # ------------------------------------------------------------------ ImagenHub
@@ -532,7 +562,8 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
 
 def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons,
                     human_qa: pd.DataFrame | None = None, raters: pd.DataFrame | None = None,
-                    judge_items: str = "per_dimension", kendall: str = "b") -> None:
+                    judge_items: str = "per_dimension", kendall: str = "b", n_boot: int = 0, seed: int = 0,
+                    average: str = "fisher") -> None:
     """Judge vs human per model (sample level) and across models (Fisher z), per human dimension.
 
     A judge dimension named like a human one (SC, PQ, O, perception…) is compared with that one;
@@ -541,15 +572,19 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
     A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
     answer per item instead (:func:`_judge_qa`). ``raters``: the per-rater frame the human ceiling
     used, for the like-for-like comparison (:func:`analysis.ceiling.judge_vs_rest`);
-    ``judge_items`` and ``kendall``: see :func:`build_report`.
+    ``judge_items`` and ``kendall``: see :func:`build_report`. ``n_boot`` > 0 adds bootstrap intervals
+    to every correlation and the paired comparisons (:func:`_put_comparisons`); ``average`` is how
+    they average over models ("fisher", or "tanh_mean" under VIEScore's conventions).
     """
+    blocks: list[JudgeBlock] = []
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
     for judge, frame in judged.groupby("judge", sort=True):
         lower = bool(frame["lower_is_better"].iloc[0])
         summary = report["judges"].setdefault(str(judge), {})
         if QA_DIMENSION in set(frame["dimension"]):
-            _judge_qa(str(judge), frame[frame["dimension"] == QA_DIMENSION], human_qa, report, reasons)
+            _judge_qa(str(judge), frame[frame["dimension"] == QA_DIMENSION], human_qa, report, reasons,
+                      n_boot=n_boot, seed=seed)
             frame = frame[frame["dimension"] != QA_DIMENSION]
         judge_dims = list(dict.fromkeys(frame["dimension"]))
         # items the judge scored on every one of its dimensions (VIEScore's notebook keeps only these)
@@ -575,6 +610,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 continue
             table = per_group_correlations(merged, judge="value", human="human", by=("model",),
                                            lower_is_better=lower, logistic=True, kendall=kendall)
+            blocks.append(JudgeBlock(str(judge), key, hdim, merged.assign(
+                model=merged["model"].astype(str), value=-merged["value"] if lower else merged["value"])))
             vs_rest = _judge_vs_rest(merged, raters, hdim, lower, reasons, where)
             for row in table.to_dict("records"):
                 model = str(row["model"])
@@ -606,6 +643,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 **{f"{name}_fisher_mean_weighted": _num(fisher_z_mean(table[col], weights=weights))
                    for col, name in _CORR_KEYS.items()},
                 "plcc_logistic_fisher_mean": _num(fisher_z_mean(table["plcc_logistic"])),
+                **({f"{name}_tanh_mean": _num(tanh_of_mean(table[col])) for col, name in _CORR_KEYS.items()}
+                   if average == "tanh_mean" else {}),
                 "pooled_spearman": _num(pooled["srcc"], reasons, f"{where}.pooled_spearman", pooled["reason"]),
                 "pooled": {name: _num(pooled[col]) for col, name in _CORR_KEYS.items()},
                 "n": int(len(merged)),
@@ -622,12 +661,36 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 "lower_is_better": lower,
                 **({"judge_dimension": jdim} if jdim != hdim else {}),
             }
+    if blocks:
+        _put_comparisons(report, reasons, blocks, raters, n_boot=n_boot, seed=seed, average=average)
     if report["judges"]:
         report["study_level"]["judge_averaging"] = (
             "*_fisher_mean: tanh of the mean atanh over models, equal weights; *_fisher_mean_weighted: weights "
             "n - 3 (inverse variance of atanh r). Kendall's tau is averaged the same way although atanh is not its "
             "variance-stabilising transform. Compare the study-level human ceiling (raters pooled over all models) "
             "with ceiling_comparison.pooled, not with a mean of per-model correlations.")
+
+
+def _put_comparisons(report: dict, reasons: Reasons, blocks: list, raters: pd.DataFrame | None, *, n_boot: int,
+                     seed: int, average: str) -> None:
+    """Bootstrap intervals into every judge block (per model: ``srcc_ci95``, ``plcc_ci95``, and a
+    Fieller ``krcc_ci95``; per judge: ``spearman_mean_ci95``, ``pearson_mean_ci95`` around the mean
+    over models) and the paired comparisons, Holm-adjusted, under ``report["judge_comparisons"]``
+    (analysis.judge_comparisons)."""
+    result = compare_judges(blocks, raters=raters, n_boot=n_boot, seed=seed, average=average)
+    for why in result["reasons"]:
+        reasons.add("judge_comparisons", why)
+    for judge, keys in result["intervals"].items():
+        for key, found in keys.items():
+            for model, entry in found["models"].items():
+                target = report["models"].get(model, {}).get("judges", {}).get(judge, {}).get(key)
+                if target is not None:
+                    target.update(entry)
+            summary = report["judges"][judge][key]
+            for name in ("spearman_mean_ci95", "pearson_mean_ci95"):
+                summary[name] = found[name]
+            summary["bootstrap_undefined_share"] = found.get("bootstrap_undefined_share", {})
+    report["judge_comparisons"] = {key: result[key] for key in ("method", "n_boot", "average", "comparisons")}
 
 
 def _judge_vs_rest(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, lower: bool, reasons: Reasons,
@@ -670,10 +733,11 @@ def _ceiling_comparison(report: dict, table: pd.DataFrame, vs_rest: tuple[dict, 
 
 
 def _judge_qa(judge: str, answers: pd.DataFrame, human_qa: pd.DataFrame | None, report: dict,
-              reasons: Reasons) -> None:
+              reasons: Reasons, *, n_boot: int = 0, seed: int = 0) -> None:
     """The judge's yes/no answer (1/0) per item against the human majority answer: agreement and
     Cohen's kappa per model and over the study. Items whose human majority is a tie are left out
-    (``undecided_excluded``)."""
+    (``undecided_excluded``). With ``n_boot`` > 0 both get bootstrap 95% intervals over items
+    (:func:`analysis.judge_comparisons.yes_no_intervals`)."""
     where = f"judges.{judge}.{QA_DIMENSION}"
     if human_qa is None or human_qa.empty:
         reasons.add(where, "no human yes/no answers to compare with")
@@ -683,9 +747,12 @@ def _judge_qa(judge: str, answers: pd.DataFrame, human_qa: pd.DataFrame | None, 
         reasons.add(where, "no item answered by both the judge and the humans")
         return
     table = yes_no_agreement(merged.rename(columns={"value": "judge"}), by=("model",))
+    parts = {str(m): p for m, p in merged.groupby("model", observed=True)}
 
     def block(row: dict, at: str) -> dict:
+        part = merged if row["model"] == "all" and at == where else parts.get(str(row["model"]), merged.iloc[:0])
         return {
+            **yes_no_intervals(part["value"], part["human"], n_boot=n_boot, seed=seed, where=at),
             "agreement": _num(row["agreement"], reasons, f"{at}.agreement", row["reason"]),
             "cohen_kappa": _num(row["cohen_kappa"], reasons, f"{at}.cohen_kappa", row["reason"]),
             "judge_yes_rate": _num(row["judge_yes_rate"]),
@@ -722,6 +789,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
         return
     result = pairwise_summary(frame, n_boot=n_boot, seed=seed)
     report["study_level"]["pairwise_notes"] = result.notes
+    report["leaderboard"] = {"bt_score": compare_bradley_terry(result.models, [
+        result.table.set_index("model").loc[m, "bt_score"] for m in result.models], result.score_replicates)}
     raters = pd.concat([frame[["model_a", "rater"]].set_axis(["model", "rater"], axis=1),
                         frame[["model_b", "rater"]].set_axis(["model", "rater"], axis=1)])
     rater_counts = raters.groupby("model")["rater"].nunique()
@@ -736,6 +805,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
             "win_rate": win_rate,
             "win_rate_ci95": _ci(row["win_rate_ci_low"], row["win_rate_ci_high"], reasons,
                                  f"{where}.win_rate_ci95", "bootstrap interval undefined"),
+            "bootstrap_undefined_share": ({"win_rate": int(row["win_rate_boot_undefined"]) / n_boot}
+                                          if n_boot and win_rate is not None else {}),
             "bt_score": _num(row["bt_score"], reasons, f"{where}.bt_score"),
             "bt_ci95": _ci(row["bt_ci_low"], row["bt_ci_high"], reasons, f"{where}.bt_ci95",
                            "bootstrap interval undefined"),

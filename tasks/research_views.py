@@ -247,6 +247,7 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
                     comparisons.append({"study": other, "ranking": absolute,
                                         "agreement": rank_agreement(pairwise_order, absolute)})
         context["comparisons"] = comparisons
+        context["board"] = report.get("leaderboard", {}).get("bt_score")
     else:
         dims = dashboard.analysis_dimensions(study)
         default = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
@@ -260,11 +261,13 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
                                            for r in report.get("reasons", []))}
         context.update(
             clipped=clipped,
+            board=report.get("leaderboard", {}).get(dimension),
             dims=dims,
             dimension=dimension,
             rows=[(rank, m, report["models"][m], report["models"][m]["dimensions"][dimension], gaps.get(m))
                   for rank, m in enumerate(order, start=1)],
         )
+    context["separated_count"] = sum(1 for p in (context.get("board") or {}).get("pairs", []) if p.get("separated"))
     return render(request, "research/leaderboard.html", context)
 
 

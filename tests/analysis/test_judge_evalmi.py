@@ -156,3 +156,19 @@ def test_report_json_shows_a_judge_that_was_run_here_with_its_correlations(
     assert report["judges"]["EvalMi fake"]["qa"]["agreement"] == pytest.approx(0.75)
     call_command("report", study.slug)
     assert "judge EvalMi fake" in capsys.readouterr().out
+
+
+def test_yes_no_agreement_and_kappa_carry_bootstrap_intervals_in_the_report(
+    server, researcher, django_capture_on_commit_callbacks
+):
+    study = evalmi_study(researcher)
+    run_evalmi_judge(server, study, django_capture_on_commit_callbacks)
+    report = build_report(study, n_boot=200)
+    overall = report["judges"]["EvalMi fake"]["qa"]
+    low, high = overall["agreement_ci95"]
+    assert low <= overall["agreement"] <= high
+    assert overall["cohen_kappa_ci95"][0] <= overall["cohen_kappa"] <= overall["cohen_kappa_ci95"][1]
+    alpha = report["models"]["Alpha"]["judges"]["EvalMi fake"]["qa"]
+    assert alpha["agreement_ci95"] == [1.0, 1.0]  # 4 of 4 agree: every resample agrees
+    assert 0 < alpha["bootstrap_undefined_share"]["cohen_kappa"] < 1  # resamples with one answer only
+    json.dumps(report, allow_nan=False)

@@ -77,3 +77,29 @@ def test_disconnected_models_are_flagged_and_bad_input_is_refused():
         pairwise_summary(judgements(("X", "Y", "left", 1)), n_boot=0)
     with pytest.raises(ValueError, match="itself"):
         pairwise_summary(judgements(("X", "X", "A", 1)), n_boot=0)
+
+
+def test_win_rate_resamples_where_a_model_has_no_decisive_judgement_are_counted():
+    """Z appears in one judgement of 41: resamples without it leave Z's win rate undefined; they are
+    counted, not dropped silently (about (40/41)^41 = 36 % of them)."""
+    data = judgements(("X", "Y", "A", 20), ("X", "Y", "B", 20), ("Z", "X", "A", 1))
+    table = pairwise_summary(data, n_boot=400, seed=2).table.set_index("model")
+    assert table.loc["X", "win_rate_boot_undefined"] == 0
+    share = table.loc["Z", "win_rate_boot_undefined"] / 400
+    assert 0.25 < share < 0.5
+
+
+def test_bradley_terry_pairs_and_rank_intervals_come_from_the_bootstrap_replicates():
+    from analysis.model_comparisons import compare_bradley_terry
+
+    data = judgements(("X", "Y", "A", 40), ("X", "Y", "B", 10), ("Y", "Z", "A", 26), ("Y", "Z", "B", 24),
+                      ("X", "Z", "A", 45), ("X", "Z", "B", 5))
+    result = pairwise_summary(data, n_boot=300, seed=1)
+    assert result.score_replicates.shape == (300, 3) and result.models == ["X", "Y", "Z"]
+    scores = result.table.set_index("model").loc[result.models, "bt_score"]
+    compared = compare_bradley_terry(result.models, scores, result.score_replicates)
+    assert list(compared["ranks"]) == ["X", "Y", "Z"] and compared["ranks"]["X"]["rank_ci95"] == [1, 1]
+    pairs = {(p["first"], p["second"]): p for p in compared["pairs"]}
+    assert pairs["X", "Y"]["separated"] and not pairs["Y", "Z"]["separated"]
+    replicate_gaps = result.score_replicates[:, 0] - result.score_replicates[:, 1]
+    assert pairs["X", "Y"]["ci95"] == pytest.approx(list(np.percentile(replicate_gaps, [2.5, 97.5])))

@@ -185,6 +185,16 @@ def test_the_leaderboard_ranks_models_by_the_report_mean_with_gap_tests(client, 
     assert "Mean SC" in sc
 
 
+def test_the_leaderboard_shows_rank_intervals_and_all_pairs_with_holm_from_the_report(client, study, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("research-leaderboard", args=[study.slug])).content.decode()
+    assert "Rank 95 % CI" in page and "model pairs, Holm-adjusted" in page and "p (Holm)" in page
+    results = client.get(reverse("api-study-results", args=[study.slug])).json()
+    board = results["leaderboard"]["O"]
+    assert set(board["ranks"]) == {"Alpha", "Beta"} and len(board["pairs"]) == 1
+    assert board["pairs"][0]["first"] == "Alpha" and board["pairs"][0]["p_holm"] == board["pairs"][0]["p"]
+
+
 def test_a_pairwise_leaderboard_shows_bradley_terry_and_the_absolute_ranking_of_the_same_models(client, researcher, study):
     pairwise = make_study(slug="pairs", protocol="pairwise")
     pairwise.owners.add(researcher)
@@ -199,6 +209,7 @@ def test_a_pairwise_leaderboard_shows_bradley_terry_and_the_absolute_ranking_of_
     page = client.get(reverse("research-leaderboard", args=["pairs"])).content.decode()
     assert "BT score" in page and page.index("<strong>ModelA</strong>") < page.index("<strong>ModelB</strong>")
     assert "Absolute order: ModelA › ModelB" in page and "<strong>1.00</strong>" in page
+    assert "Rank 95 % CI" in page and "model pairs, Holm-adjusted" in page
 
 
 def test_the_export_link_downloads_the_dataset_zip(client, study, researcher):

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.correlation import KENDALL_VARIANTS
 from analysis.report import JUDGE_ITEMS, build_report
+from analysis.viescore_conventions import CONVENTIONS
 from tasks.models import Study
 
 
@@ -27,16 +28,19 @@ class Command(BaseCommand):
                                  "items it scored on all its dimensions (all_aspects, VIEScore's convention)")
         parser.add_argument("--kendall", choices=KENDALL_VARIANTS, default="b",
                             help="Kendall's tau-b (default) or tau-a (EvalMi-50K's convention) for judges")
+        parser.add_argument("--conventions", choices=CONVENTIONS, default="default",
+                            help="viescore: VIEScore's own analysis (tanh(mean r), items with both aspects, "
+                                 "truncated fractional sub-scores) so its published tables reproduce")
 
     def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
-               judge_items: str = "per_dimension", kendall: str = "b", **options):
+               judge_items: str = "per_dimension", kendall: str = "b", conventions: str = "default", **options):
         found = Study.objects.filter(slug=study).first()
         if found is None:
             raise CommandError(f"no study with slug {study!r}")
         if n_boot < 0:
             raise CommandError("--n-boot must be 0 or more")
         report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
-                              judge_items=judge_items, kendall=kendall)
+                              judge_items=judge_items, kendall=kendall, conventions=conventions)
         if json:
             self.stdout.write(_dumps(report))
             return
@@ -86,6 +90,13 @@ def render_text(report: dict) -> str:
                 parts.append(f"{dim} SRCC {_fmt(v['spearman_fisher_mean'], 3)} "
                              f"(Fisher-z mean over {v['models']} models, n={v['n']})")
         lines.append(f"judge {judge}: " + ", ".join(parts))
+    for c in (report.get("judge_comparisons") or {}).get("comparisons", []):
+        if c["difference"] is None:
+            continue
+        ci = f" [{_fmt(c['ci95'][0], 3)}, {_fmt(c['ci95'][1], 3)}]" if c.get("ci95") else ""
+        lines.append(f"{c['human_dimension']} SRCC {c['first']['judge']} - {c['second']['judge']}: "
+                     f"{c['difference']:+.3f}{ci}, Holm p {_fmt(c['p_holm'], 3)}"
+                     f"{' (real)' if c['real'] else ''}")
     if report["reasons"]:
         lines.append(f"{len(report['reasons'])} undefined value(s); first: {report['reasons'][0]} (see --json)")
     return "\n".join(lines)
