@@ -147,3 +147,15 @@ def attach_items(report: dict, items_by_dim: dict[str, dict]) -> None:
 def model_scores(report: dict, dim: str) -> dict[str, dict]:
     """``{model: {"quality", "ci95", ...}}`` of one dimension, empty without a fit."""
     return ((report.get("subject_model") or {}).get("dimensions", {}).get(dim) or {}).get("models", {})
+
+
+def item_scores(report: dict, dim: str, instances: pd.Series) -> pd.DataFrame:
+    """``model, instance, score`` of one dimension's subject-model item qualities, for the
+    leaderboard's paired gap test (``instances``: item id -> instance key)."""
+    table = ((report.get("subject_model") or {}).get("dimensions", {}).get(dim) or {}).get("items_table")
+    if not table or "model" not in table:
+        return pd.DataFrame(columns=["model", "instance", "score"])
+    frame = pd.DataFrame({"item": table["item"], "model": table["model"],
+                          "score": pd.array(table["quality"], dtype="Float64").astype(float)})
+    frame["instance"] = frame["item"].map(instances)
+    return frame.dropna(subset=["instance"])[["model", "instance", "score"]]
