@@ -19,8 +19,9 @@ def rated_study(protocol: str = "evalmi", n_instances: int = 8, seed: int = 3) -
     """Two models x ``n_instances`` prompts, 6 careful raters and one who answers at random."""
     study = make_study(protocol=protocol, task_type="counting" if protocol == "evalmi" else "text_to_image")
     rng = np.random.default_rng(seed)
-    items = [make_item(study, instance=make_instance(study, question="Are there two cats?", sub_questions=[]), model=model, with_image=False)
-             for _ in range(n_instances) for model in ("Alpha", "Beta")]
+    instances = [make_instance(study, question="Are there two cats?", sub_questions=[]) for _ in range(n_instances)]
+    items = [make_item(study, instance=instance, model=model, with_image=False)
+             for instance in instances for model in ("Alpha", "Beta")]
     truth = {item.pk: rng.uniform(1.5, 4.5) + (0.5 if item.gen_model.name == "Alpha" else 0.0) for item in items}
     raters = [make_rater() for _ in range(7)]
     for r, rater in enumerate(raters):
