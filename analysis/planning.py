@@ -128,8 +128,8 @@ def inputs_from_ratings(ratings: pd.DataFrame, dim: str, *, n_boot: int = 200, s
     estimate = krippendorff_alpha(reliability_matrix(frame, score=dim), level="interval", n_boot=n_boot, seed=seed)
     width = (estimate.ci95[1] - estimate.ci95[0]) if estimate.ci95 else None
     return PlanInputs(
-        source=f"pilot: this study's {len(frame):,} ratings on {dim} ({frame['item'].nunique():,} items, "
-               f"{frame['rater'].nunique()} raters)",
+        source=f"this study's {len(frame):,} ratings on {dim} ({frame['item'].nunique():,} items, "
+               f"{frame['rater'].nunique()} raters) as a pilot",
         noise_sd=noise, diff_sd_true=true, diff_sd_observed=observed, pilot_raters_per_item=per_item,
         alpha_ci_width=width, alpha_items=int(frame["item"].nunique()),
     )

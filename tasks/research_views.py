@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import dashboard, plots, subject_dashboard, subject_report
+from analysis import dashboard, planning_page, plots, subject_dashboard, subject_report
 from analysis.api import export_response
 from analysis.data import item_table, ratings_frame
 from analysis.imagenhub import add_overall, item_scores, per_rater_means
@@ -168,6 +168,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
+    context["planning"] = planning_page.card(study, request.GET)
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
     context["screen_reports"] = list(reports[:REPORTS_SHOWN])
     context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(

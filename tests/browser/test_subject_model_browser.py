@@ -31,6 +31,12 @@ def test_a_researcher_reads_the_subject_model_on_dashboard_leaderboard_and_rater
     card.scroll_into_view_if_needed()
     screenshot(page, "subject-dashboard")
 
+    planning = page.locator("[data-testid=planning]")
+    page.fill("input[name=plan_halfwidth]", "0.4")
+    page.click("[data-testid=planning] button:text('Plan')")
+    page.wait_for_url("**plan_halfwidth=0.4**")
+    assert "Raters per item for a ±0.4 item CI" in planning.inner_text()
+    planning.screenshot(path=str(screenshot(page, "subject-dashboard-full").with_name("subject-planning.png")))
     page.click("[data-testid=subject-model] a:text('leaderboard')")
     page.wait_for_url("**method=subject**")
     assert page.locator(".method-toggle a.active").inner_text() == "Subject model (P.913)"

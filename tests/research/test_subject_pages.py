@@ -67,3 +67,34 @@ def test_the_rater_page_shows_bias_and_inconsistency(client, researcher, evalmi)
     assert "perception" in table and "correspondence" in table and "inconsistent</span>" in table
     careful = client.get(reverse("raters:detail", args=[study.slug, raters[0].id])).content.decode()
     assert "Bias and inconsistency" in careful and "inconsistent</span>" not in careful
+
+
+def test_the_planning_card_sizes_the_study_from_its_own_ratings(client, researcher, evalmi):
+    from analysis.planning import raters_per_item
+
+    study, _ = evalmi
+    client.force_login(researcher)
+    url = reverse("research-study", args=[study.slug])
+    page = client.get(url + "?plan_dim=correspondence&plan_halfwidth=0.5&plan_gap=0.3&plan_alpha_width=0.2").content.decode()
+    card = page[page.index('data-testid="planning"'):]
+    card = card[:card.index("</section>")]
+    assert "From this study" in card and "as a pilot" in card and 'value="correspondence" selected' in card
+    noise = float(re.search(r"one rating scatters by ([\d.]+)", card).group(1))
+    k = int(re.search(r"item CI \(95 %\)</th>\s*<td><strong>(\d+)</strong>", card).group(1))
+    assert abs(k - raters_per_item(noise, 0.5)) <= 1  # the page rounds the noise it shows
+    assert re.search(r"0.3 gap.*?<strong>\d+</strong>", card, re.S)
+    # hostile or out-of-range targets fall back to the defaults, never an error
+    for query in ("?plan_halfwidth=nan&plan_gap=-1&plan_alpha_width=1e308", "?plan_dim=%00x&plan_halfwidth=" + "9" * 40):
+        response = client.get(url + query)
+        assert response.status_code == 200 and 'name="plan_halfwidth" step="any" min="0.001" max="100" value="0.25"' in \
+            response.content.decode()
+
+
+def test_an_unrated_study_asks_for_a_pilot(client, researcher):
+    from tests.factories import make_study
+
+    study = make_study(protocol="evalmi", task_type="counting")
+    study.owners.add(researcher)
+    client.force_login(researcher)
+    page = client.get(reverse("research-study", args=[study.slug])).content.decode()
+    assert "No ratings yet: run a small pilot" in page
