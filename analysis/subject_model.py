@@ -109,12 +109,48 @@ class SubjectModelFit:
         return self.bias - Z95 * self.bias_std, self.bias + Z95 * self.bias_std
 
 
+class Design:
+    """Who rated what: the sparse structure and connected groups of a set of (item, rater) codes,
+    which every dimension rated on the same rows shares (EvalMi's perception and correspondence
+    are two values of one rating), so :func:`fit_codes` builds it once per set of rows."""
+
+    def __init__(self, item: np.ndarray, rater: np.ndarray, n_items: int, n_raters: int) -> None:
+        self.item = np.asarray(item, np.int64)
+        self.rater = np.asarray(rater, np.int64)
+        if len(self.item) != len(self.rater):
+            raise ValueError("item and rater must have the same length")
+        self.shape = (n_raters, n_items)
+        self.n_item = np.bincount(self.item, minlength=n_items).astype(float)
+        self.n_rater = np.bincount(self.rater, minlength=n_raters).astype(float)
+        self.by_rater = _row_order(self.rater, self.item, self.n_rater, self.shape)
+        self.by_item = _row_order(self.item, self.rater, self.n_item, self.shape[::-1])
+        order, indices, indptr = self.by_rater
+        self.A = csr_matrix((np.ones(len(order)), indices, indptr), shape=self.shape)
+        order, indices, indptr = self.by_item
+        self.At = csr_matrix((np.ones(len(order)), indices, indptr), shape=self.shape[::-1])
+        self._components: tuple | None = None
+
+    def matrices(self, values: np.ndarray) -> tuple[csr_matrix, csr_matrix]:
+        """(X, X transposed): the ratings as rater x item and item x rater matrices."""
+        order, indices, indptr = self.by_rater
+        X = csr_matrix((values[order], indices, indptr), shape=self.shape)
+        order, indices, indptr = self.by_item
+        Xt = csr_matrix((values[order], indices, indptr), shape=self.shape[::-1])
+        return X, Xt
+
+    def components(self) -> tuple[np.ndarray, np.ndarray, int]:
+        if self._components is None:
+            self._components = _components(self.A, self.n_item > 0, self.n_rater > 0)
+        return self._components
+
+
 def fit_codes(values: np.ndarray, item: np.ndarray, rater: np.ndarray, n_items: int, n_raters: int, *,
               tol: float = DEFAULT_TOL, max_iter: int = MAX_ITER, zero_mean_bias: bool = True,
-              floor_share: float = FLOOR_SHARE) -> SubjectModelFit:
+              floor_share: float = FLOOR_SHARE, design: Design | None = None) -> SubjectModelFit:
     """The subject model of ratings given as integer codes (``item`` in 0..n_items-1, ``rater`` in
     0..n_raters-1, ``values`` finite; the caller drops the rest). ``tol``: stop when no item
-    quality moved more than this in an iteration."""
+    quality moved more than this in an iteration. ``design``: the :class:`Design` of these same
+    codes, when several dimensions share it."""
     values = np.asarray(values, float)
     item = np.asarray(item, np.int64)
     rater = np.asarray(rater, np.int64)
@@ -125,13 +161,12 @@ def fit_codes(values: np.ndarray, item: np.ndarray, rater: np.ndarray, n_items: 
     # Every update is a sum over a rater's or an item's ratings: sparse rater x item matrices of the
     # ratings (X) and of their count (A) turn each into one matrix-vector product (duplicate
     # (rater, item) pairs add up, as repeated ratings should).
-    shape = (n_raters, n_items)
-    n_item = np.bincount(item, minlength=n_items).astype(float)
-    n_rater = np.bincount(rater, minlength=n_raters).astype(float)
-    X = _rows_matrix(values, rater, item, n_rater, shape)  # duplicates stay as entries: products add them
-    A = csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=shape)
-    Xt = X.T.tocsr()
-    At = csr_matrix((np.ones(Xt.nnz), Xt.indices, Xt.indptr), shape=shape[::-1])
+    if design is None:
+        design = Design(item, rater, n_items, n_raters)
+    elif design.shape != (n_raters, n_items) or len(design.item) != len(values):
+        raise ValueError("the design is not of these codes")
+    n_item, n_rater, A, At = design.n_item, design.n_rater, design.A, design.At
+    X, Xt = design.matrices(values)  # duplicates stay as entries: products add them
     sum_rater = np.bincount(rater, weights=values, minlength=n_raters)
     square_rater = np.bincount(rater, weights=values * values, minlength=n_raters)
     has_item, has_rater = n_item > 0, n_rater > 0
@@ -191,7 +226,7 @@ def fit_codes(values: np.ndarray, item: np.ndarray, rater: np.ndarray, n_items: 
     for array in (v, bias_std, inconsistency_std, low, high):
         array[~has_rater] = np.nan
 
-    item_component, rater_component, components = _components(A, has_item, has_rater)
+    item_component, rater_component, components = design.components()
     if zero_mean_bias and components:
         # mean of the biases per connected group (unweighted over raters, as SUREAL) moves to the items
         per_group = np.bincount(rater_component[has_rater], minlength=components)
@@ -207,15 +242,16 @@ def fit_codes(values: np.ndarray, item: np.ndarray, rater: np.ndarray, n_items: 
     )
 
 
-def _rows_matrix(values: np.ndarray, row: np.ndarray, column: np.ndarray, per_row: np.ndarray,
-                 shape: tuple[int, int]) -> csr_matrix:
-    """CSR matrix of ``values`` at (row, column), built by a stable sort on the row codes (a radix
-    sort when they fit 16 bits: twice as fast as scipy's COO conversion at 806K ratings)."""
+def _row_order(row: np.ndarray, column: np.ndarray, per_row: np.ndarray, shape: tuple[int, int]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, indices, indptr) of a CSR matrix with entries at (row, column): the entries sorted by
+    a stable sort on the row codes (a radix sort when they fit 16 bits: twice as fast as scipy's
+    COO conversion at 806K ratings); its data is ``values[order]``."""
     small = np.uint16 if shape[0] <= np.iinfo(np.uint16).max else np.int64
     order = np.argsort(row.astype(small), kind="stable")
-    indptr = np.concatenate([[0], np.cumsum(per_row.astype(np.int64))])
     index_type = np.int32 if max(shape) < np.iinfo(np.int32).max else np.int64
-    return csr_matrix((values[order], column[order].astype(index_type), indptr.astype(index_type)), shape=shape)
+    indptr = np.concatenate([[0], np.cumsum(per_row.astype(np.int64))]).astype(index_type)
+    return order, column[order].astype(index_type), indptr
 
 
 def _components(A: csr_matrix, has_item: np.ndarray, has_rater: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -264,18 +300,20 @@ class SubjectModelResult:
         n = grouped["quality"].count()
         with np.errstate(divide="ignore", invalid="ignore"):
             half = stats.t.ppf(0.975, np.where(n >= 2, n - 1, np.nan)) * sd / np.sqrt(n)
-        fisher = np.sqrt(grouped["std"].apply(lambda s: float(np.sum(np.square(s))))) / n
+        fisher = np.sqrt((self.items["std"] ** 2).groupby(level="model", sort=True, observed=True).sum()) / n
         return pd.DataFrame({"quality": mean, "ci_low": mean - half, "ci_high": mean + half,
                              "std_fisher": fisher, "items": n})
 
 
 def subject_model(ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item",
                   tol: float = DEFAULT_TOL, max_iter: int = MAX_ITER, floor_share: float = FLOOR_SHARE,
-                  codes=None) -> SubjectModelResult:
+                  codes=None, designs: dict | None = None) -> SubjectModelResult:
     """Fit the subject model to a long frame (``rater``, ``item``, optionally ``model``, and the
     ``score`` column). Items are keyed by ``(model, item)`` when a model column exists. Rows with a
     missing score, rater or item are dropped; raters with fewer than two ratings are excluded.
-    ``codes``: the frame's :class:`~analysis.codes.RatingCodes`, to not code the labels again."""
+    ``codes``: the frame's :class:`~analysis.codes.RatingCodes`, to not code the labels again.
+    ``designs``: a dict kept across calls on the same frame and codes (several score columns): fits
+    on the same rows share one :class:`Design`."""
     values = ratings[score].to_numpy(float)
     if codes is not None:
         codes.check(ratings, rater=rater, item=item)
@@ -298,8 +336,14 @@ def subject_model(ratings: pd.DataFrame, *, score: str = "score", rater: str = "
                 for k in np.flatnonzero(few)}
     if few.any():
         rows &= ~few[np.maximum(rater_code, 0)]
+    design = None
+    if designs is not None:
+        key = (n_units, len(rater_names), len(rows), np.packbits(rows).tobytes())
+        design = designs.get(key)
+        if design is None:
+            design = designs[key] = Design(unit[rows], rater_code[rows], n_units, len(rater_names))
     fit = fit_codes(values[rows], unit[rows], rater_code[rows], n_units, len(rater_names), tol=tol,
-                    max_iter=max_iter, floor_share=floor_share)
+                    max_iter=max_iter, floor_share=floor_share, design=design)
 
     rated = fit.item_ratings > 0
     first = np.full(n_units, -1)

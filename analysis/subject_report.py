@@ -65,13 +65,20 @@ def _pair(low: Any, high: Any) -> list[float] | None:
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
-    return [x if x == x and x not in (math.inf, -math.inf) else None for x in np.asarray(values, float).tolist()]
+    """Plain floats, None where not finite (vectorised: 50,400 items at EvalMi scale)."""
+    array = np.asarray(values, float)
+    finite = np.isfinite(array)
+    if finite.all():
+        return array.tolist()
+    out = array.astype(object)
+    out[~finite] = None
+    return out.tolist()
 
 
 def fit_dimensions(ratings: pd.DataFrame, dims: list[str], codes=None) -> dict[str, SubjectModelResult]:
     """The subject model of every dimension with at least one rating (``codes``: the ratings'
     :class:`~analysis.codes.RatingCodes`; subsets are taken per dimension when values are missing)."""
-    fits = {}
+    fits, designs = {}, {}  # dimensions rated on the same rows share one sparse design
     for dim in dims:
         if dim not in ratings.columns:
             continue
@@ -83,7 +90,8 @@ def fit_dimensions(ratings: pd.DataFrame, dims: list[str], codes=None) -> dict[s
         else:
             frame = ratings[present]
             frame_codes = codes.take(present) if codes is not None else None
-        fits[dim] = subject_model(frame, score=dim, codes=frame_codes, tol=REPORT_TOL)
+        fits[dim] = subject_model(frame, score=dim, codes=frame_codes, tol=REPORT_TOL,
+                                  designs=designs if frame is ratings else None)
     return fits
 
 
@@ -120,7 +128,9 @@ def section(fits: dict[str, SubjectModelResult]) -> tuple[dict, dict]:
         block["item_ci95_half_width"] = {"median": _num(np.median(finite)) if finite.size else None,
                                          "max": _num(finite.max()) if finite.size else None}
         index = result.items.index
-        items = {"item": [_plain(v) for v in index.get_level_values(-1).tolist()]}
+        labels = index.get_level_values(-1)
+        items = {"item": (labels.astype(np.int64).tolist() if pd.api.types.is_integer_dtype(labels.dtype)
+                          else [_plain(v) for v in labels.tolist()])}
         if "model" in index.names:
             items["model"] = [str(v) for v in index.get_level_values("model").tolist()]
         items.update(quality=_floats(result.items["quality"]), ci95_low=_floats(result.items["ci_low"]),

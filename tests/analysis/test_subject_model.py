@@ -277,3 +277,17 @@ def test_fit_codes_validates_and_handles_empty_input():
         fit_codes(np.array([1.0]), np.array([0, 1]), np.array([0]), 2, 1)
     empty = fit_codes(np.array([]), np.array([], int), np.array([], int), 3, 2)
     assert empty.components == 0 and np.isnan(empty.quality).all() and empty.converged
+
+
+def test_dimensions_on_the_same_rows_share_one_design_with_the_same_fits():
+    from analysis.subject_report import fit_dimensions
+
+    ratings, _, _ = simulate(8, n_items=30, n_raters=10, missing=0.1)
+    ratings["model"] = "m" + (ratings["item"].str[-1].astype(int) % 3).astype(str)
+    ratings["other"] = ratings["score"] * 0.5 + np.random.default_rng(0).normal(0, 0.3, len(ratings))
+    codes = RatingCodes(ratings)
+    shared = fit_dimensions(ratings, ["score", "other"], codes)
+    for dim in ("score", "other"):
+        alone = subject_model(ratings, score=dim, tol=1e-5)
+        pd.testing.assert_frame_equal(shared[dim].items, alone.items)
+        pd.testing.assert_frame_equal(shared[dim].raters, alone.raters)
