@@ -19,9 +19,10 @@ the MLE (the stationarity equations of the log-likelihood):
     Delta_i = mean_j (u_ij - psi_j)
     v_i²    = mean_j (u_ij - psi_j - Delta_i)²          (ddof 0: the MLE)
 
-started from psi = plain MOS, until the largest item change is below ``tol``. Each step is a few
-``np.bincount`` passes over the ratings (no item × rater matrix), so 806K ratings per dimension
-(EvalMi scale) take tens of milliseconds per iteration.
+started from psi = plain MOS, until the largest item change is below ``tol``. Every sum over a
+rater's or an item's ratings is a sparse matrix-vector product (rater x item CSR matrices of the
+ratings and of their count; no dense item x rater matrix), six per iteration: ~10 ms per
+iteration and ~0.15 s of CPU per dimension at EvalMi scale (806K ratings, 13 iterations).
 
 Identifiability: psi + c and Delta - c fit equally well. SUREAL fixes it by giving the biases
 mean zero over raters. When raters and items fall apart into groups that share nobody (EvalMi's
