@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from tests.analysis.test_subject_report import rated_study
 from tests.browser.test_rater_quality_browser import _login
+from tests.conftest import SCREENSHOTS
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,7 +37,8 @@ def test_a_researcher_reads_the_subject_model_on_dashboard_leaderboard_and_rater
     page.click("[data-testid=planning] button:text('Plan')")
     page.wait_for_url("**plan_halfwidth=0.4**")
     assert "Raters per item for a ±0.4 item CI" in planning.inner_text()
-    planning.screenshot(path=str(screenshot(page, "subject-dashboard-full").with_name("subject-planning.png")))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    planning.screenshot(path=str(SCREENSHOTS / "subject-planning.png"))  # the card alone
     page.click("[data-testid=subject-model] a:text('leaderboard')")
     page.wait_for_url("**method=subject**")
     assert page.locator(".method-toggle a.active").inner_text() == "Subject model (P.913)"
