@@ -45,6 +45,7 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from scipy import stats
 
 from analysis.screening import screen_observers
+from analysis.subject_model import subject_model
 from analysis.zmos import zscore_by_rater
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -255,7 +256,7 @@ def vote_columns(frame: pd.DataFrame, data: ExportInput, params: ZParameters) ->
     return frame.assign(**columns)
 
 
-def items_table(data: ExportInput, votes: pd.DataFrame) -> pd.DataFrame:
+def items_table(data: ExportInput, votes: pd.DataFrame, subject: dict | None = None) -> pd.DataFrame:
     """Per item: rater count and, per dimension, mean and z-MOS (0–100) with 95 % t CIs.
 
     Excluded raters' votes do not count. An item with one rater has no CI (empty cells).
@@ -273,10 +274,30 @@ def items_table(data: ExportInput, votes: pd.DataFrame) -> pd.DataFrame:
         table[f"{dim}_zmos"] = z["mean"].to_numpy()
         table[f"{dim}_zmos_ci_low"], table[f"{dim}_zmos_ci_high"] = _t_ci(z["mean"], z["std"], z["count"])
         table[f"{dim}_zmos_n"] = z["count"].to_numpy()
+        # the P.913 subject model on the raw scale (analysis.subject_model), beside z-MOS
+        fitted = subject[dim] if subject is not None else _subject_fit(usable, dim)
+        if fitted is not None:
+            quality = fitted.items.reset_index().set_index("item").reindex(table["item"])
+            table[f"{dim}_subject_quality"] = quality["quality"].to_numpy(float)
+            table[f"{dim}_subject_ci_low"] = quality["ci_low"].to_numpy(float)
+            table[f"{dim}_subject_ci_high"] = quality["ci_high"].to_numpy(float)
     return table
 
 
-def raters_table(data: ExportInput, votes: pd.DataFrame, z_excluded: dict[str, dict[str, str]]) -> pd.DataFrame:
+def _subject_fit(usable: pd.DataFrame, dim: str):
+    """The subject model of one dimension's usable votes (items keyed by item id), or None."""
+    frame = usable[["rater", "item", dim]].dropna(subset=[dim])
+    return subject_model(frame, score=dim) if len(frame) else None
+
+
+def subject_fits(data: ExportInput, votes: pd.DataFrame) -> dict:
+    """The subject model of every dimension on the usable votes, for both tables."""
+    usable = votes[~votes["excluded"]]
+    return {dim: _subject_fit(usable, dim) for dim in data.dimensions}
+
+
+def raters_table(data: ExportInput, votes: pd.DataFrame, z_excluded: dict[str, dict[str, str]],
+                 subject: dict | None = None) -> pd.DataFrame:
     """One row per rater: vote count, BT.500 flags per dimension, every exclusion reason."""
     raters = sorted(votes["rater"].unique(), key=str)
     table = pd.DataFrame({"rater": raters})
@@ -295,6 +316,15 @@ def raters_table(data: ExportInput, votes: pd.DataFrame, z_excluded: dict[str, d
             for rater in rejected:
                 reasons[rater].append(f"{dim}: BT.500 outlier screening flags this rater")
         table[f"{dim}_bt500_flag"] = flags.to_numpy()
+        fitted = subject[dim] if subject is not None else _subject_fit(usable, dim)
+        fit_raters = fitted.raters.reindex(raters) if fitted is not None else pd.DataFrame(index=raters)
+        for column in ("bias", "inconsistency"):
+            table[f"{dim}_subject_{column}"] = fit_raters[column].to_numpy(float) if column in fit_raters else np.nan
+        inconsistent = (fit_raters["inconsistent"].fillna(False).astype(bool) if "inconsistent" in fit_raters
+                        else pd.Series(False, index=raters))
+        table[f"{dim}_subject_inconsistent"] = inconsistent.to_numpy()
+        for rater in inconsistent.index[inconsistent.to_numpy()]:
+            reasons[rater].append(f"{dim}: subject model finds this rater inconsistent (no gold needed)")
         for rater, reason in z_excluded.get(dim, {}).items():
             if rater in reasons:
                 reasons[rater].append(f"{dim}: no z-score ({reason})")
@@ -573,9 +603,16 @@ Study settings (with protocol defaults filled in) are in `study.json`.{
   - `<dim>_mean`: mean of the raw votes; `<dim>_ci_low/high`: 95 % Student-t interval across the
     item's raters (mean ± t(0.975, n−1) · s / √n); empty with fewer than 2 raters;
   - `<dim>_zmos`: mean of 100 · (z + 3) / 6 over the item's raters (0–100, z = ±3 ↦ 100/0);
-    `<dim>_zmos_ci_low/high`: 95 % t interval of those values; `<dim>_zmos_n`: raters with a z.
+    `<dim>_zmos_ci_low/high`: 95 % t interval of those values; `<dim>_zmos_n`: raters with a z;
+  - `<dim>_subject_quality`: item quality of the ITU-T P.913 §12 / SUREAL subject model (rating =
+    quality + rater bias + rater inconsistency × noise, maximum likelihood, raw rating scale; each
+    rater weighted by 1 / inconsistency²); `<dim>_subject_ci_low/high`: ± 1.96 / √Σ(1/v²) over
+    the item's raters (Fisher information, as SUREAL).
 - **Raters** (`raters.*`): `<dim>_bt500_flag` is ITU-R BT.500 Annex 1 §2.3.1 observer screening
   (kurtosis test per item; P + Q over N > 0.05 and |P − Q| / (P + Q) < 0.3; strict inequalities).
+  `<dim>_subject_bias` and `<dim>_subject_inconsistency` are the rater's bias and inconsistency
+  in the subject model; `<dim>_subject_inconsistent` flags a rater whose inconsistency's 95 % CI
+  lies above 1.5 × the median rater's (no gold needed).
   Flags are reported, **not** applied; `excluded` marks raters the site left out of every
   number above, with the reason in `reasons`.
 - **Model-level numbers** (`report.json`, tables above): see "How" under each table.
@@ -729,8 +766,10 @@ def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
         yield from member("votes.parquet", _copy(copies["parquet"]))
 
         numbers = vote_columns(data.votes, data, params)
-        items = _with_info(items_table(data, numbers), data.item_info, "item") if data.dimensions else pd.DataFrame()
-        raters = _with_info(raters_table(data, numbers, params.excluded), data.rater_info, "rater")
+        subject = subject_fits(data, numbers)
+        items = (_with_info(items_table(data, numbers, subject), data.item_info, "item") if data.dimensions
+                 else pd.DataFrame())
+        raters = _with_info(raters_table(data, numbers, params.excluded, subject), data.rater_info, "rater")
         tables = {"raters": raters, **({"items": items} if data.dimensions else {})}
         for name, table in tables.items():
             yield from member(f"{name}.csv", iter_csv(table))

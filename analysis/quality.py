@@ -41,6 +41,13 @@ Flags:
 ``gold``
     gold accuracy below ``gold_min_accuracy`` after ``gold_min_items`` gold
     items (counted and passed in by the caller, see :func:`gold_flag`).
+``inconsistent``
+    the P.913 subject model (:mod:`analysis.subject_model`, fitted per
+    dimension on the raw scores) finds the rater's noise well above the
+    typical rater's: the low end of their inconsistency's 95 % CI exceeds
+    1.5 × the median rater's. Needs no gold answer. Reported only: it is not
+    one of the behaviour flags the automatic rules act on (raters.quality
+    ``BEHAVIOUR_CODES``), so screening decisions stay as they were.
 """
 
 from __future__ import annotations
@@ -51,8 +58,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.screening import screen_observers
+from analysis.subject_model import INCONSISTENCY_FACTOR, subject_model
 
-FLAG_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500", "attention", "gold")
+FLAG_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500", "attention", "gold", "inconsistent")
 FLAG_LABELS = {
     "too_fast": "Too fast",
     "straight_lining": "Straight-lining",
@@ -60,6 +68,7 @@ FLAG_LABELS = {
     "bt500": "BT.500 rejection",
     "attention": "Failed attention checks",
     "gold": "Low gold accuracy",
+    "inconsistent": "Inconsistent (subject model, no gold)",
 }
 
 
@@ -74,6 +83,7 @@ class Thresholds:
     gold_min_accuracy: float = 0.7
     gold_min_items: int = 10
     use_bt500: bool = True
+    use_subject_model: bool = True  # the ``inconsistent`` flag and the per-dimension bias/inconsistency
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,9 @@ class RaterQuality:
     consensus_pairs: int = 0
     mean_abs_deviation: float | None = None
     flags: list[Flag] = field(default_factory=list)
+    # dimension -> the rater in the subject model: bias, bias_ci95, inconsistency, inconsistency_ci95,
+    # median_inconsistency (of the study's raters), ratings, inconsistent
+    subject: dict[str, dict] = field(default_factory=dict)
 
     def has(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
@@ -250,6 +263,8 @@ def rater_quality(
             for rater, row in screening.raters.iterrows():
                 if row["rejected"]:
                     bt500_rejected[rater] = row["reason"]
+        if thresholds.use_subject_model:
+            _subject_numbers(frame, results)
         has_session = "session" in frame.columns
         for rater, group in frame.groupby("rater", sort=False):
             quality = results[rater]
@@ -277,6 +292,9 @@ def rater_quality(
                 quality.flags.append(flag)
             if rater in bt500_rejected:
                 quality.flags.append(Flag("bt500", bt500_rejected[rater]))
+            flag = inconsistent_flag(quality.subject)
+            if flag:
+                quality.flags.append(flag)
 
     for rater, (failures, checks) in attention.items():
         flag = attention_flag(failures, checks, max_failures=thresholds.attention_max_failures)
@@ -287,3 +305,48 @@ def rater_quality(
         if flag:
             results[rater].flags.append(flag)
     return results
+
+
+def _subject_numbers(frame: pd.DataFrame, results: dict[object, RaterQuality]) -> None:
+    """Fill ``RaterQuality.subject`` per dimension from the subject model of that dimension's scores
+    (``raw`` scale units when the frame has them, else the 0-1 ``score``)."""
+    column = "raw" if "raw" in frame.columns else "score"
+    for dimension, group in frame.dropna(subset=[column]).groupby("dimension", sort=True):
+        if group["rater"].nunique() < 2:
+            continue
+        fitted = subject_model(group[["rater", "item", column]], score=column)
+        raters = fitted.raters
+        median = float(np.nanmedian(raters["inconsistency"])) if len(raters) else float("nan")
+        for rater, row in raters.iterrows():
+            if rater not in results:
+                continue
+            results[rater].subject[str(dimension)] = {
+                "bias": _finite(row["bias"]), "bias_ci95": _pair(row["bias_ci_low"], row["bias_ci_high"]),
+                "inconsistency": _finite(row["inconsistency"]),
+                "inconsistency_ci95": _pair(row["inconsistency_ci_low"], row["inconsistency_ci_high"]),
+                "median_inconsistency": _finite(median), "ratings": int(row["n"]),
+                "inconsistent": bool(row["inconsistent"]),
+            }
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def _pair(low, high) -> list[float] | None:
+    low, high = _finite(low), _finite(high)
+    return None if low is None or high is None else [low, high]
+
+
+def inconsistent_flag(subject: dict[str, dict]) -> Flag | None:
+    """The ``inconsistent`` flag from a rater's per-dimension subject-model numbers, or None."""
+    hits = [(dim, numbers) for dim, numbers in sorted(subject.items()) if numbers.get("inconsistent")]
+    if not hits:
+        return None
+    parts = [f"{dim}: inconsistency {n['inconsistency']:.2f} (95 % CI {n['inconsistency_ci95'][0]:.2f}–"
+             f"{n['inconsistency_ci95'][1]:.2f}) against a median rater's {n['median_inconsistency']:.2f}"
+             for dim, n in hits]
+    worst = max(n["inconsistency"] / n["median_inconsistency"] for _, n in hits if n["median_inconsistency"])
+    return Flag("inconsistent", "; ".join(parts) + f" (limit: CI above {INCONSISTENCY_FACTOR:g} × the median)",
+                float(worst), float(INCONSISTENCY_FACTOR))

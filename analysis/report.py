@@ -36,6 +36,7 @@ from analysis.model_comparisons import compare_bradley_terry, compare_models
 from analysis.pairwise import pairwise_summary
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
+from analysis.subject_report import attach_items, fit_dimensions, section as subject_section
 from analysis.viescore_conventions import CONVENTIONS, DIFFERENCES, apply_truncation
 from analysis.zmos import group_means, mos_from_item_scores, zscore_by_rater
 from tasks import protocols
@@ -129,7 +130,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     if kendall not in KENDALL_VARIANTS:
         raise ValueError(f"kendall must be one of {', '.join(KENDALL_VARIANTS)}, got {kendall!r}")
     reasons = Reasons()
-    frames: dict[str, pd.DataFrame] = {}  # the per-rater frame the ceiling used, for the judges' like-for-like
+    frames: dict[str, Any] = {}  # the per-rater frame the ceiling used (judges: like-for-like); subject items
     excluded = data.excluded_raters(study)
     report: dict[str, Any] = {
         "study": study.slug,
@@ -147,6 +148,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "models": {},
         "study_level": {},
         "judges": {},
+        "subject_model": None,  # analysis.subject_report: filled for rated (non-pairwise) studies
         "reasons": [],
     }
     if study.protocol == protocols.PAIRWISE:
@@ -170,7 +172,18 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
                             judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed,
                             average="tanh_mean" if conventions == "viescore" else "fisher")
     report["reasons"] = reasons.as_list()
-    return _jsonable(report, "report", reasons, report)
+    subject_items = frames.pop("subject_items", None)
+    out = _jsonable(report, "report", reasons, report)
+    if subject_items:  # per-item lists (50K items at EvalMi scale) are plain already: not walked
+        attach_items(out, subject_items)
+    return out
+
+
+def _put_subject_model(fits: Future, report: dict, frames: dict | None) -> None:
+    """The subject model beside z-MOS (analysis.subject_report), from its background fit."""
+    report["subject_model"], items = subject_section(fits.result())
+    if frames is not None:
+        frames["subject_items"] = items
 
 
 # ------------------------------------------------------------------ shared blocks
@@ -332,7 +345,9 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
     reasons.add("models.*.qa_accuracy", "ImagenHub studies ask no yes/no questions")
     with _background() as background:
         agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
+        subject = background.submit(fit_dimensions, ratings, dims)
         _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot, frames=frames)
+        _put_subject_model(subject, report, frames)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
 
 
@@ -416,9 +431,11 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed, codes=codes)
         zscored = _zscores(ratings, dims, reasons, codes)
         screening = background.submit(_screening, ratings, dims, codes, zscored)
+        subject = background.submit(fit_dimensions, ratings, dims, codes)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
                                           n_boot=n_boot, codes=codes, zscored=zscored, frames=frames)
         _put_screening(screening.result(), report)
+        _put_subject_model(subject, report, frames)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 

@@ -99,6 +99,10 @@ def main() -> int:
     for dim in ("perception", "correspondence"):
         rejected = sorted(screening.get(dim, {}).get("rejected", []))
         print(f"screening {dim}: rejected {len(rejected)} raters; bad raters (by construction) {len(bad)}")
+    for dim, block in ((report.get("subject_model") or {}).get("dimensions") or {}).items():
+        flagged = [r for r, v in block["raters"].items() if v["inconsistent"]]
+        print(f"subject model {dim}: {block['iterations']} iterations, {block['components']} connected groups, "
+              f"{len(flagged)} raters flagged inconsistent (random raters by construction: {len(bad) // 2})")
     alpha = report["study_level"]["dimensions"]["perception"]["alpha"]
     print(f"study alpha (perception): {alpha}")
     print(NOISE_NOTE)

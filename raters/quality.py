@@ -7,7 +7,7 @@ Attention-check items are left out of the frame (their answer was instructed, no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pandas as pd
@@ -80,9 +80,12 @@ def study_quality(study: Study, frame: pd.DataFrame | None = None) -> dict[int, 
     """rater id -> RaterQuality (numbers and flags) under the study's policy."""
     policy = QualityPolicy.for_study(study)
     frame = study_frame(study) if frame is None else frame
+    thresholds = thresholds_for(policy)
+    if study.protocol == protocols.PAIRWISE:  # A / tie / B is no rating scale for the subject model
+        thresholds = replace(thresholds, use_subject_model=False)
     return rater_quality(
         frame.dropna(subset=["score"]),
-        thresholds_for(policy),
+        thresholds,
         attention=attention_failures_by_rater(study),
         gold=gold_accuracy_by_rater(study),
     )
@@ -100,6 +103,7 @@ class RaterRow:
     attention_failed: int
     attention_total: int
     flags: list[Flag] = field(default_factory=list)
+    subject: dict[str, dict] = field(default_factory=dict)  # dimension -> bias and inconsistency (subject model)
 
     @property
     def gold_accuracy(self) -> float | None:
@@ -153,6 +157,7 @@ def rater_rows(study: Study) -> list[RaterRow]:
                 attention_failed=failed,
                 attention_total=checks,
                 flags=q.flags,
+                subject=q.subject,
             )
         )
     return rows

@@ -17,9 +17,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import dashboard, plots
+from analysis import dashboard, planning_page, plots, subject_dashboard, subject_report
 from analysis.api import export_response
-from analysis.data import ratings_frame
+from analysis.data import item_table, ratings_frame
 from analysis.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.leaderboard import rank_agreement, rank_models
 from analysis.notices import study_notices_check
@@ -122,6 +122,8 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
     threshold = dashboard.agreement_threshold(request.GET.get("threshold"), study)
     dims, agreement = dashboard.agreement_grid(study, threshold)
     standings, raters = dashboard.rater_quality(study)
+    subject = subject_dashboard.summary(study)
+    flagged = subject.inconsistent if subject else {}
     return {
         "study": study,
         "progress": dashboard.progress(study),
@@ -132,7 +134,8 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
         "dims": dims,
         "agreement": agreement,
         "standings": standings,
-        "raters": raters,
+        "raters": [(rater, flagged.get(str(rater.rater_id), [])) for rater in raters],
+        "subject": subject,
         "judge_runs": dashboard.judge_runs(study),
     }
 
@@ -148,6 +151,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
+    context["planning"] = planning_page.card(study, request.GET)
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
     context["screen_reports"] = list(reports[:REPORTS_SHOWN])
     context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(
@@ -252,20 +256,24 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
         dims = dashboard.analysis_dimensions(study)
         default = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
         dimension = request.GET.get("dim") if request.GET.get("dim") in dims else default
-        order = sorted(
-            (m for m, v in report["models"].items() if v["dimensions"].get(dimension, {}).get("mean") is not None),
-            key=lambda m: -report["models"][m]["dimensions"][dimension]["mean"],
-        )
-        gaps = {row.model: row for row in rank_models(_item_scores(study, dimension), order=order)}
-        clipped = {m for m in order if any(r.startswith(f"models.{m}.dimensions.{dimension}.ci95: clipped")
-                                           for r in report.get("reasons", []))}
+        method = "subject" if request.GET.get("method") == "subject" else "report"
+        # the report's mean (z-MOS for EvalMi) or the subject model's mean item quality (P.913)
+        blocks = ({m: v["dimensions"].get(dimension, {}) for m, v in report["models"].items()} if method == "report"
+                  else {m: {"mean": b["quality"], "ci95": b["ci95"]}
+                        for m, b in subject_report.model_scores(report, dimension).items()})
+        order = sorted((m for m, b in blocks.items() if b.get("mean") is not None), key=lambda m: -blocks[m]["mean"])
+        scores = (_item_scores(study, dimension) if method == "report" else subject_report.item_scores(
+            report, dimension, item_table(study).set_index("item")["instance"]))
+        gaps = {row.model: row for row in rank_models(scores, order=order)}
+        clipped = {m for m in order if method == "report" and any(
+            r.startswith(f"models.{m}.dimensions.{dimension}.ci95: clipped") for r in report.get("reasons", []))}
         context.update(
             clipped=clipped,
             board=report.get("leaderboard", {}).get(dimension),
             dims=dims,
             dimension=dimension,
-            rows=[(rank, m, report["models"][m], report["models"][m]["dimensions"][dimension], gaps.get(m))
-                  for rank, m in enumerate(order, start=1)],
+            method=method,
+            rows=[(rank, m, report["models"][m], blocks[m], gaps.get(m)) for rank, m in enumerate(order, start=1)],
         )
     context["separated_count"] = sum(1 for p in (context.get("board") or {}).get("pairs", []) if p.get("separated"))
     return render(request, "research/leaderboard.html", context)

@@ -34,10 +34,29 @@ def test_every_bad_persona_is_flagged_for_what_they_did(personas):
     _, quality = personas
     assert [f.code for f in quality["speeder"].flags] == ["too_fast"]
     assert {f.code for f in quality["straight_liner"].flags} == {"straight_lining", "low_consensus"}
-    assert [f.code for f in quality["random_clicker"].flags] == ["low_consensus"]
+    # the subject model also finds the random clicker's noise far above the careful raters' (no gold needed)
+    assert [f.code for f in quality["random_clicker"].flags] == ["low_consensus", "inconsistent"]
     assert {f.code for f in quality["adversary"].flags} == {"straight_lining", "low_consensus"}
     assert quality["speeder"].median_time_ms == pytest.approx(733.0)
     assert quality["random_clicker"].consensus_r == pytest.approx(-0.123, abs=0.001)
+
+
+def test_the_subject_model_gives_bias_and_inconsistency_per_dimension_and_acts_on_nothing(personas):
+    from raters.quality import BEHAVIOUR_CODES
+
+    _, quality = personas
+    careful = quality["careful_1"].subject
+    assert set(careful) == {"SC", "PQ"} and not careful["SC"]["inconsistent"]
+    low, high = careful["SC"]["inconsistency_ci95"]
+    assert low < careful["SC"]["inconsistency"] < high
+    clicker = quality["random_clicker"].subject["SC"]
+    assert clicker["inconsistent"] and clicker["inconsistency"] > 2 * clicker["median_inconsistency"]
+    flag = next(f for f in quality["random_clicker"].flags if f.code == "inconsistent")
+    assert flag.reason.startswith("SC: inconsistency 0.52 (95 % CI 0.43–0.67) against a median rater's 0.24")
+    # a screening signal only: the automatic rules count behaviour flags, and this is not one
+    assert "inconsistent" not in BEHAVIOUR_CODES
+    plain = rater_quality(personas[0], Thresholds(use_subject_model=False))
+    assert not plain["random_clicker"].subject and "inconsistent" not in [f.code for f in plain["random_clicker"].flags]
 
 
 def test_dropping_the_flagged_raters_raises_alpha_from_0_12_to_0_79(personas):
@@ -119,6 +138,7 @@ def test_bt500_rejection_is_reported_as_a_flag():
         rows += [{"rater": f"erratic{e}", "item": i, "dimension": "MOS", "score": t + rng.choice([-0.5, 0.5])} for i, t in enumerate(truth)]
     quality = rater_quality(pd.DataFrame(rows), Thresholds(use_bt500=True))
     assert quality["erratic0"].has("bt500") and quality["erratic1"].has("bt500")
-    assert "rejected (BT.500)" in quality["erratic0"].flags[-1].reason
+    assert "rejected (BT.500)" in next(f for f in quality["erratic0"].flags if f.code == "bt500").reason
+    assert quality["erratic0"].has("inconsistent")  # the subject model sees them too, with no gold
     assert not any(quality[f"r{k}"].flags for k in range(10))
     assert not rater_quality(pd.DataFrame(rows), Thresholds(use_bt500=False))["erratic0"].has("bt500")

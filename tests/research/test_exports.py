@@ -172,3 +172,23 @@ def test_attention_check_answers_are_not_exported_as_votes():
     rating_submit(rater=make_rater(), item=check, values={"SC": 0.5, "PQ": 1}, require_assignment=False)
     votes = pd.read_csv(io.BytesIO(_zip_of(study).read("votes.csv")))
     assert len(votes) == 18 and "attention" not in set(votes["instance"])
+
+
+@pytest.mark.django_db
+def test_items_and_raters_carry_the_subject_model_beside_zmos():
+    from analysis.subject_model import subject_model
+
+    study = _imagenhub_study_with_votes()
+    archive = _zip_of(study)
+    items = pd.read_parquet(io.BytesIO(archive.read("items.parquet")))
+    raters = pd.read_parquet(io.BytesIO(archive.read("raters.parquet")))
+    votes = ratings_frame(study)
+    fitted = subject_model(votes[["rater", "item", "SC"]], score="SC")
+    expected = fitted.items["quality"].reindex(items["item"]).to_numpy()
+    assert items["SC_subject_quality"].to_numpy() == pytest.approx(expected)
+    assert (items["SC_subject_ci_low"] < items["SC_subject_quality"]).all()
+    assert {"O_subject_quality", "PQ_subject_ci_high"} <= set(items.columns)
+    bias = fitted.raters["bias"].reindex(raters["rater"].str.removeprefix("rater")).to_numpy()
+    assert raters["SC_subject_bias"].to_numpy() == pytest.approx(bias)
+    assert {"SC_subject_inconsistency", "SC_subject_inconsistent"} <= set(raters.columns)
+    assert "subject model" in archive.read("README.md").decode()
