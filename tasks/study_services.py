@@ -22,7 +22,7 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
-from tasks import protocols
+from tasks import protocols, provenance
 from tasks.models import (
     Assignment,
     Comparison,
@@ -33,6 +33,7 @@ from tasks.models import (
     Instance,
     Item,
     Participation,
+    ProtocolVersion,
     Rating,
     RatingRevision,
     ScreenReport,
@@ -67,6 +68,7 @@ def study_publish(*, study: Study) -> Study:
         raise StudyActionRefused(f"{study.slug} is pairwise but has no comparisons")
     study.state = Study.State.OPEN
     study.save(update_fields=["state"])
+    provenance.refresh_protocol_version(study)  # bulk-written gold sends no signal: hash what opens now
     return study
 
 
@@ -158,6 +160,23 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
             for c in old.condition_images.all()
         )
     items = {}
+    with provenance.deferred(clone):  # one refresh for the copied gold set, not one per gold item
+        _clone_items(study, clone, instances, models, items)
+    old_comparisons = list(study.comparisons.select_related("gold"))
+    Comparison.objects.bulk_create(
+        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in old_comparisons
+    )
+    new_comparisons = {(c.item_a_id, c.item_b_id): c.pk for c in clone.comparisons.all()}
+    ComparisonGold.objects.bulk_create(
+        ComparisonGold(comparison_id=new_comparisons[items[c.item_a_id].pk, items[c.item_b_id].pk],
+                       preference=c.gold.preference, note=c.gold.note)
+        for c in old_comparisons if hasattr(c, "gold")
+    )
+    return clone
+
+
+def _clone_items(study: Study, clone: Study, instances: dict, models: dict, items: dict) -> None:
+    """The items of ``study`` (with their gold answers) copied into ``clone``; old id → new item in ``items``."""
     for old in study.items.select_related("gold"):
         new = Item.objects.create(
             study=clone,
@@ -172,17 +191,6 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
             GoldAnswer.objects.create(
                 item=new, values=gold.values, answers=gold.answers, tolerance=gold.tolerance, note=gold.note
             )
-    old_comparisons = list(study.comparisons.select_related("gold"))
-    Comparison.objects.bulk_create(
-        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in old_comparisons
-    )
-    new_comparisons = {(c.item_a_id, c.item_b_id): c.pk for c in clone.comparisons.all()}
-    ComparisonGold.objects.bulk_create(
-        ComparisonGold(comparison_id=new_comparisons[items[c.item_a_id].pk, items[c.item_b_id].pk],
-                       preference=c.gold.preference, note=c.gold.note)
-        for c in old_comparisons if hasattr(c, "gold")
-    )
-    return clone
 
 
 # ---------------------------------------------------------------- deletion
@@ -240,7 +248,8 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
     owners = Study.owners.through
     return [
         _DeleteStep(RatingRevision, ("rating",), [RatingRevision.objects.filter(rating__in=_rows(r)) for r in ratings]),
-        _DeleteStep(Rating, ("study", "item", "comparison"), ratings),
+        # a rating's protocol version is one of its own study's (the submit path copies the study's)
+        _DeleteStep(Rating, ("study", "item", "comparison", "protocol_version"), ratings),
         _DeleteStep(Assignment, ("study", "item", "comparison"), [
             by_study(Assignment), Assignment.objects.filter(item__in=items),
             Assignment.objects.filter(comparison__in=comparisons),
@@ -273,6 +282,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(RaterAction, ("study",), [by_study(RaterAction)]),
         _DeleteStep(Participation, ("study",), [by_study(Participation)]),
         _DeleteStep(ScreenReport, ("study",), [by_study(ScreenReport)]),
+        _DeleteStep(ProtocolVersion, ("study",), [by_study(ProtocolVersion)]),
         _DeleteStep(owners, ("study",), [by_study(owners)]),
         _DeleteStep(ConditionImage, ("instance",), [ConditionImage.objects.filter(instance__in=instances)]),
         _DeleteStep(Comparison, ("study", "item_a", "item_b"), [by_study(Comparison), *comparisons_of_items]),
@@ -280,7 +290,8 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(Instance, ("study",), [by_study(Instance)]),
         _DeleteStep(GenModel, ("study",), [by_study(GenModel)]),
         _DeleteStep(StudyBuild, ("study",), [by_study(StudyBuild)]),
-        _DeleteStep(Study, (), [Study.objects.filter(pk__in=study_ids)]),
+        # a study's current protocol version is its own: deleted with it, no other study points at it
+        _DeleteStep(Study, ("current_protocol_version",), [Study.objects.filter(pk__in=study_ids)]),
     ]
 
 
