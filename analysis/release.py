@@ -657,3 +657,41 @@ def compare_reports(shipped: Any, rebuilt: Any, *, where: str = "report", rel: f
         return [] if math.isclose(shipped, rebuilt, rel_tol=rel, abs_tol=abs_tol) else [
             f"{where}: shipped {shipped!r}, rebuilt {rebuilt!r}"]
     return [] if shipped == rebuilt else [f"{where}: shipped {shipped!r}, rebuilt {rebuilt!r}"]
+
+
+_MAX_MEMBERS = 10_000
+
+
+def open_package(path: Path, scratch: Path | str, *, version: int | None = None) -> PackagedStudy:
+    """A package folder, or its zip unpacked into ``scratch``, read as a :class:`PackagedStudy`.
+
+    A zip is checked before anything is written: member names must be relative and stay inside
+    the package (no ``..``, no absolute path, no drive, no NUL), at most ``_MAX_MEMBERS`` of them.
+    ``version``: keep only the votes cast under that protocol version.
+    """
+    path = Path(path)
+    if path.is_dir():
+        folder = path
+    elif zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if len(names) > _MAX_MEMBERS:
+                raise ValueError(f"{path}: {len(names)} members, more than a package has")
+            for name in names:
+                parts = Path(name).parts
+                if "\x00" in name or name.startswith(("/", "\\")) or ".." in parts or ":" in name:
+                    raise ValueError(f"{path}: unsafe member name {name!r}")
+            archive.extractall(scratch)
+        readmes = sorted(Path(scratch).glob("*/study.json")) or sorted(Path(scratch).glob("study.json"))
+        if not readmes:
+            raise ValueError(f"{path}: no study.json: not a release package")
+        folder = readmes[0].parent
+    else:
+        raise ValueError(f"{path}: neither a package folder nor a zip")
+    for needed in ("study.json", "data/votes.parquet", "data/raters.parquet"):
+        if not (folder / needed).exists():
+            raise ValueError(f"{folder}: {needed} is missing: not a release package")
+    study = PackagedStudy(folder)
+    if version is not None:
+        study.votes = study.votes[study.votes["protocol_version"] == version].reset_index(drop=True)
+    return study
