@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from analysis import api as analysis_api
+from analysis import release_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -17,6 +18,11 @@ urlpatterns = [
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
+    path("studies/<slug:slug>/releases/", release_api.StudyReleases.as_view(), name="api-study-releases"),
+    path("studies/<slug:slug>/releases/<int:release_id>/", release_api.StudyReleaseDetail.as_view(),
+         name="api-study-release"),
+    path("studies/<slug:slug>/releases/<int:release_id>/download/", release_api.StudyReleaseDownload.as_view(),
+         name="api-study-release-download"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

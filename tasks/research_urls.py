@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from analysis import release_views
 from tasks import research_views as views
 
 urlpatterns = [
@@ -12,5 +13,8 @@ urlpatterns = [
     path("<slug:slug>/plots/<str:name>.svg", views.study_plot, name="research-plot"),
     path("<slug:slug>/export.zip", views.study_export, name="research-export"),
     path("<slug:slug>/settings/", views.study_settings, name="research-study-settings"),
+    path("<slug:slug>/release/", release_views.study_release, name="research-release"),
+    path("<slug:slug>/release/<int:release_id>.zip", release_views.study_release_download,
+         name="research-release-download"),
     path("<slug:slug>/<str:action>/", views.study_action, name="research-study-action"),
 ]

@@ -11,7 +11,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
+from analysis.models import DatasetRelease, JudgeRun, JudgeScore, JudgeVerdict
 from raters.models import (
     AttentionCheck,
     AttentionResult,
@@ -263,6 +263,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
             JudgeVerdict.objects.filter(run__in=runs), JudgeVerdict.objects.filter(comparison__in=comparisons),
         ]),
         _DeleteStep(JudgeRun, ("study",), [by_study(JudgeRun)]),
+        _DeleteStep(DatasetRelease, ("study",), [by_study(DatasetRelease)]),
         _DeleteStep(AttentionResult, ("attention_check",), [
             AttentionResult.objects.filter(attention_check__in=_rows(*checks)),
         ]),

@@ -80,8 +80,10 @@ def hostile_world(db):
     run = JudgeRun.objects.create(judge=judge, study=study, total=4, config_hash="x")
     build = StudyBuild.objects.create(owner=owner, slug="hostile-built", state=StudyBuild.State.FAILED,
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
+    from tests.hardening.test_authorization_matrix import _done_release
+
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
-            "build_id": build.pk,
+            "build_id": build.pk, "release_id": _done_release(study).pk,
             "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160"}
     return {"study": study, "real": real,
             "personas": {"anonymous": None, "rater": rater_user, "owner": owner}}

@@ -27,6 +27,8 @@ class Command(BaseCommand):
                                  "items it scored on all its dimensions (all_aspects, VIEScore's convention)")
         parser.add_argument("--kendall", choices=KENDALL_VARIANTS, default="b",
                             help="Kendall's tau-b (default) or tau-a (EvalMi-50K's convention) for judges")
+        parser.add_argument("--by-version", action="store_true",
+                            help="One report per protocol version the ratings were cast under")
 
     def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
                judge_items: str = "per_dimension", kendall: str = "b", **options):
@@ -35,8 +37,19 @@ class Command(BaseCommand):
             raise CommandError(f"no study with slug {study!r}")
         if n_boot < 0:
             raise CommandError("--n-boot must be 0 or more")
-        report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
-                              judge_items=judge_items, kendall=kendall)
+        options_ = dict(include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
+                        judge_items=judge_items, kendall=kendall)
+        if options.get("by_version"):
+            from analysis.release_services import reports_by_version
+
+            reports = reports_by_version(found, **options_)
+            if json:
+                self.stdout.write(_dumps({str(number): r for number, r in reports.items()}))
+                return
+            for number, report in reports.items():
+                self.stdout.write(f"== protocol version {number} ==\n{render_text(report)}")
+            return
+        report = build_report(found, **options_)
         if json:
             self.stdout.write(_dumps(report))
             return
