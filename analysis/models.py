@@ -212,3 +212,9 @@ class DatasetRelease(models.Model):
 
     def __str__(self) -> str:
         return f"release {self.pk} of {self.study_id} ({self.state})"
+
+    @property
+    def counts_text(self) -> str:
+        """Rows per config, e.g. "items 6 · votes 18 · raters 3" (a template cannot loop over a
+        dict that has a key named ``items``)."""
+        return " · ".join(f"{name} {n}" for name, n in (self.manifest.get("counts") or {}).items())

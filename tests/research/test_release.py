@@ -224,3 +224,82 @@ def test_a_study_that_changed_its_protocol_mid_way_says_so_and_reproduces_per_ve
     call_command("reproduce", str(tmp_path / "pkg"), "--protocol-version", "2")
     rebuilt = json.loads(capsys.readouterr().out)
     assert rebuilt["study_level"]["ratings"] == 3
+
+
+def _owned_imagenhub_study(client):
+    from tests.factories import make_user
+
+    study, raters = _imagenhub_study()
+    owner = make_user("release-owner")
+    study.owners.add(owner)
+    client.force_login(owner)
+    return study, raters
+
+
+def test_the_release_page_builds_a_release_in_the_background_and_serves_its_zip(client, tmp_path,
+                                                                                django_capture_on_commit_callbacks):
+    import io
+    import zipfile
+
+    from analysis.models import DatasetRelease
+
+    study, _ = _owned_imagenhub_study(client)
+    page = client.get(f"/research/{study.slug}/release/")
+    assert page.status_code == 200 and b"Build release" in page.content
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/research/{study.slug}/release/", {"license": "cc-by-4.0", "pay_per_item": "0.05",
+                                                                      "currency": "GBP"})
+    assert response.status_code == 302
+    release = DatasetRelease.objects.get(study=study)
+    assert release.state == DatasetRelease.State.DONE, release.error
+    assert release.manifest["counts"]["votes"] == 18 and release.card["raters"] == 3
+    page = client.get(f"/research/{study.slug}/release/")
+    assert b"Compensation per hour" in page.content and b"43.9 GBP" in page.content
+    download = client.get(f"/research/{study.slug}/release/{release.pk}.zip")
+    assert download.status_code == 200
+    blob = b"".join(download.streaming_content)
+    names = zipfile.ZipFile(io.BytesIO(blob)).namelist()
+    folder = f"{study.slug}-release-{release.pk}"
+    assert f"{folder}/README.md" in names and f"{folder}/data/items.parquet" in names
+    (tmp_path / "r.zip").write_bytes(blob)
+    call_command("reproduce", str(tmp_path / "r.zip"))
+
+
+def test_the_api_requests_polls_and_downloads_a_release_and_refuses_a_second_one_while_building(
+        client, django_capture_on_commit_callbacks):
+    study, _ = _owned_imagenhub_study(client)
+    with django_capture_on_commit_callbacks(execute=False):  # the job has not run yet
+        queued = client.post(f"/api/studies/{study.slug}/releases/", {"license": "cc0-1.0"},
+                             content_type="application/json")
+        assert queued.status_code == 202 and queued.json()["state"] == "queued"
+        again = client.post(f"/api/studies/{study.slug}/releases/", {}, content_type="application/json")
+        assert again.status_code == 409
+    bad = client.post(f"/api/studies/{study.slug}/releases/", {"license": "mine", "currency": "<script>"},
+                      content_type="application/json")
+    assert bad.status_code == 400
+    from analysis.jobs import build_release_job
+
+    build_release_job(queued.json()["id"])  # what the worker runs
+    detail = client.get(f"/api/studies/{study.slug}/releases/{queued.json()['id']}/").json()
+    assert detail["state"] == "done" and detail["license"] == "cc0-1.0"
+    zipped = client.get(f"/api/studies/{study.slug}/releases/{queued.json()['id']}/download/")
+    assert zipped.status_code == 200 and zipped["Content-Type"] == "application/zip"
+    assert build_release_job(queued.json()["id"]) is None  # a second delivery does nothing
+
+
+def test_report_by_version_splits_the_ratings_by_the_protocol_they_were_cast_under(capsys):
+    study, raters = _imagenhub_study()
+    study.instructions = "Changed."
+    study.save()
+    later = make_item(study, instance=make_instance(study, key="uid_late"), model="Alpha")
+    study.refresh_from_db()
+    later.study = study
+    for rater in raters.values():
+        rating_submit(rater=rater, item=later, values={"SC": 1, "PQ": 1}, require_assignment=False)
+    call_command("report", study.slug, "--by-version", "--json", "--n-boot", "0")
+    reports = json.loads(capsys.readouterr().out)
+    assert sorted(reports) == ["1", "2"]
+    assert reports["1"]["study_level"]["ratings"] == 18 and reports["2"]["study_level"]["ratings"] == 3
+    assert reports["2"]["models"]["Alpha"]["dimensions"]["SC"]["mean"] == 1.0
+    whole = build_report(study, n_boot=0)
+    assert whole["study_level"]["ratings"] == 21
