@@ -395,6 +395,29 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _qualification(q: dict) -> str:
+    if not q or not q.get("required"):
+        return "none required"
+    share = q.get("pass_share")
+    return (f"gold test required (pass at {share:.0%} correct): {q.get('attempts', 0)} attempts, "
+            f"{q.get('passed', 0)} passed" if share is not None else
+            f"gold test required: {q.get('attempts', 0)} attempts, {q.get('passed', 0)} passed")
+
+
+def _attention(a: dict) -> str:
+    if not a or not a.get("checks"):
+        return "none used"
+    return f"{a['checks']} checks, {a.get('answers', 0)} answers, {a.get('failed', 0)} failed"
+
+
+def _gold(g: dict) -> str:
+    if not g or not g.get("items"):
+        return "none used"
+    accuracy = g.get("accuracy")
+    return (f"{g['items']} gold units, {g.get('ratings', 0)} gold ratings"
+            + (f", {accuracy:.1%} matched the gold answer" if accuracy is not None else ""))
+
+
 def card_rows(card: dict) -> list[tuple[str, str]]:
     """(item, value) rows of the card, in Otani et al.'s order: one source for Markdown, LaTeX
     and the dashboard."""
@@ -408,7 +431,7 @@ def card_rows(card: dict) -> list[tuple[str, str]]:
         ("Raters per item (target)", _cell(card["raters_per_item_target"])),
         ("Items per rater (median [min, max])", f"{_cell(ipr['median'])} [{_cell(ipr['min'])}, {_cell(ipr['max'])}]"),
         ("Rater source", _cell(card["rater_source"])),
-        ("Qualification", _cell(card["qualification"])),
+        ("Qualification", _qualification(card["qualification"])),
         ("Median time per item (s)", _cell(comp["median_seconds_per_item"])),
         ("Compensation per hour", f"{_cell(comp['per_hour'])} {comp['currency'] or ''}".strip()
          if comp["per_hour"] is not None else comp["how"]),
@@ -423,8 +446,8 @@ def card_rows(card: dict) -> list[tuple[str, str]]:
         rows.append((f"Agreement {dim}: Fleiss κ [95 % CI]",
                      f"{_cell(block.get('fleiss_kappa'))} {_cell(block.get('fleiss_kappa_ci95'))}"))
     rows.append(("Exclusions", "; ".join(f"{e['rater']}: {e['reason']}" for e in card["exclusions"]) or "none"))
-    rows.append(("Attention checks", _cell(card["attention_checks"])))
-    rows.append(("Gold items", _cell(card["gold"])))
+    rows.append(("Attention checks", _attention(card["attention_checks"])))
+    rows.append(("Gold items", _gold(card["gold"])))
     return rows
 
 
@@ -511,8 +534,8 @@ Configs: {", ".join(f"`{name}` ({counts.get(name, 0)} rows)" for name in manifes
 - Models: {", ".join(f"`{m}`" for m in models) or "none"}.
 - Prompts: the study's instances (`items.prompt`, `items.instance`); their source is the bundle the
   study was built from{f" ({meta.get('prompt_source')})" if meta.get('prompt_source') else ""}.
-- Raters: {card['raters']} ({_cell(card['rater_source'])}); qualification: {_cell(card['qualification'])};
-  attention checks: {_cell(card['attention_checks'])}; gold items: {_cell(card['gold'])}.
+- Raters: {card['raters']} ({_cell(card['rater_source'])}); qualification: {_qualification(card['qualification'])};
+  attention checks: {_attention(card['attention_checks'])}; gold items: {_gold(card['gold'])}.
 - Items per rater: median {_cell(card['items_per_rater']['median'])}; target raters per item:
   {_cell(meta.get('raters_per_item'))}.
 
