@@ -56,6 +56,13 @@ def _evalmi_study() -> Study:
             rating_submit(rater=rater, item=item, values={"perception": p, "correspondence": c},
                           answers={"q1": "yes" if (j + k) % 3 else "no", "q2": "yes" if j % 2 else "no"},
                           require_assignment=False, time_on_item_ms=3000 + 10 * j)
+    from analysis.models import Judge, JudgeRun, JudgeScore
+
+    run = JudgeRun.objects.create(judge=Judge.objects.create(name="CLIP-ish", kind="viescore", params={}),
+                                  study=study, total=len(items), config_hash="x")
+    JudgeScore.objects.bulk_create([JudgeScore(run=run, item=item, dimension=dim, value=float((j * 5 + k) % 7))
+                                    for j, item in enumerate(items)
+                                    for k, dim in enumerate(["perception", "correspondence"])])
     return study
 
 
@@ -78,6 +85,8 @@ def test_reproduce_rebuilds_the_shipped_report_from_the_package_alone(build, tmp
     write_release(study_release_input(study), tmp_path / "pkg")
     shipped = json.loads((tmp_path / "pkg/report.json").read_text())
     assert shipped["models"], "the study has model numbers to reproduce"
+    if study.protocol == "evalmi":
+        assert shipped["judges"], "the judges' correlations are reproduced too"
     # no database of the site: the packaged study answers every read itself
     rebuilt = build_report(read_release(tmp_path / "pkg"))
     assert compare_reports(shipped, rebuilt) == []
