@@ -38,7 +38,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,8 @@ from analysis.exports import (
     ExportInput, _report_section, items_table, raters_table, vote_columns, with_overall, z_parameters,
 )
 
-ITEM_GROUP_BYTES = 32 << 20  # images per items row group: bounded by bytes, not rows
+ITEM_GROUP_BYTES = 32 << 20  # images per items row group: bounded by bytes…
+ITEM_GROUP_ROWS = 2_000  # …and by rows (small images)
 LICENSES = ("cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "cc0-1.0", "other")
 _IMAGE = {"_type": "Image"}
 _TASK_CATEGORIES = {"imagenhub": ["text-to-image", "image-to-image"], "evalmi": ["text-to-image"],
@@ -162,7 +163,8 @@ def items_schema(mos_columns: list[str]) -> pa.Schema:
 
 def write_items(path: Path, chunks: Iterable[list[dict]], mos: pd.DataFrame) -> int:
     """items.parquet from chunks of item dicts, a row group whenever the images held pass
-    ``ITEM_GROUP_BYTES``; the MOS columns are looked up per item. Returns the rows written."""
+    ``ITEM_GROUP_BYTES`` or the rows ``ITEM_GROUP_ROWS``; the MOS columns are looked up per item.
+    Returns the rows written."""
     mos_columns = [c for c in mos.columns if c not in ("item", "instance", "model")]
     schema = items_schema(mos_columns)
     by_item = mos.set_index("item")[mos_columns] if len(mos) else pd.DataFrame(columns=mos_columns)
@@ -187,7 +189,7 @@ def write_items(path: Path, chunks: Iterable[list[dict]], mos: pd.DataFrame) -> 
                 written += 1
                 held += len((row.get("image") or {}).get("bytes") or b"")
                 held += sum(len(c.get("bytes") or b"") for c in row.get("condition_images") or [])
-                if held >= ITEM_GROUP_BYTES:
+                if held >= ITEM_GROUP_BYTES or len(rows) >= ITEM_GROUP_ROWS:
                     flush()
         flush()
     return written
@@ -506,7 +508,8 @@ def dataset_card(data: ReleaseInput, export: ExportInput, items: pd.DataFrame, r
     mixed = len({v for v in (data.extra.get("versions_used") or [])}) > 1
     version_lines = "\n".join(
         f"- version {v['number']} (`{v['content_hash'][:12]}`, from {v.get('created_at', '')}): "
-        f"{(data.extra.get('votes_per_version') or {}).get(v['number'], 0)} votes" for v in versions) or "- none recorded"
+        f"{(data.extra.get('votes_per_version') or {}).get(v['number'], 0)} votes"
+        for v in versions) or "- none recorded"
     counts = manifest["counts"]
     return "\n".join(front) + f"""
 

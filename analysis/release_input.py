@@ -20,7 +20,7 @@ from django.db.models import Count, Q
 
 from analysis import data as analysis_data
 from analysis import export_input
-from analysis.export_input import _Plan, rater_label, study_export_input
+from analysis.export_input import _Plan, study_export_input
 from analysis.release import ReleaseInput, pseudonym, scrub_text, study_key
 from raters.models import AttentionCheck, QualificationAttempt, QualityPolicy, Rater
 from tasks import provenance
@@ -193,7 +193,8 @@ def _card_facts(study: Study, extras: pd.DataFrame, versions: list[dict], used: 
             "failed": int(extras["attention_failed"].sum()) if len(extras) else 0,
         },
         "gold": {
-            "items": study.items.filter(gold__isnull=False).count() + study.comparisons.filter(gold__isnull=False).count(),
+            "items": (study.items.filter(gold__isnull=False).count()
+                      + study.comparisons.filter(gold__isnull=False).count()),
             "ratings": gold_rated,
             "accuracy": round(float(extras["gold_correct"].sum()) / gold_rated, 3) if gold_rated else None,
         },

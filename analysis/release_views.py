@@ -42,8 +42,8 @@ def study_release(request: HttpRequest, slug: str) -> HttpResponse:
             except ReleaseRefused as exc:
                 messages.error(request, str(exc))
             else:
-                messages.success(request, f"Release {release.pk} of {study.slug} requested: it is built in the background "
-                                          "and listed below when ready.")
+                messages.success(request, f"Release {release.pk} of {study.slug} requested: it is built in the "
+                                          "background and listed below when ready.")
                 return redirect("research-release", slug=study.slug)
     else:
         form = ReleaseForm()

@@ -5,9 +5,9 @@
 Loads the synthetic EvalMi ratings (bench.evalmi_scale) into a scratch PostgreSQL database, gives
 every item a stored image (24 small PNGs, one per model, referenced by the items: the release reads
 each item's bytes from storage as it writes ``items.parquet``), then builds the release in a fresh
-process (so its peak memory is the release's alone, not the import's): the ReleaseInput (numbers,
+process (so its peak memory is the release's alone, not the import's; read from VmHWM): the ReleaseInput (numbers,
 report), ``write_release`` (items and votes streamed in row groups) and the zip. Prints the time of
-each phase, the peak resident memory of that process (``ru_maxrss``), the Arrow memory pool's peak,
+each phase, the peak resident memory of that process (``VmHWM``), the Arrow memory pool's peak,
 and, with ``--tracemalloc``, the Python heap's peak (slower). For scale: the Arrow size of the votes
 table read back whole, i.e. what holding the study's votes in memory would take.
 """
@@ -44,6 +44,15 @@ def _attach_images(study) -> int:
     return Item.objects.filter(study=study, image__isnull=False).count()
 
 
+def _peak_rss_kib() -> int:
+    """This process's peak resident memory (VmHWM): ``ru_maxrss`` would not do, Linux carries it
+    over ``exec`` from the parent that forked the child (the import's peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
     """Runs in the child process: build the release and measure it."""
     import pyarrow as pa
@@ -58,7 +67,7 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
     from tasks.models import Study
 
     study = Study.objects.get(slug=slug)
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    baseline = _peak_rss_kib()
     out: dict = {"rss_before_kib": baseline}
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "release"
@@ -71,7 +80,7 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
         out.update({
             "prepare_s": prepare.seconds, "write_s": write.seconds, "zip_s": pack.seconds,
             "counts": manifest["counts"],
-            "rss_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "rss_peak_kib": _peak_rss_kib(),
             "arrow_pool_peak_bytes": pa.default_memory_pool().max_memory(),
             "files_bytes": {p.relative_to(folder).as_posix(): p.stat().st_size
                             for p in folder.rglob("*") if p.is_file() and p.suffix == ".parquet"},

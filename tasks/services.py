@@ -17,6 +17,11 @@ from tasks import protocols
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 
+# Fields a new rating does not re-check in clean_fields: values/answers were cleaned by the protocol,
+# the related rows are the caller's own objects (a check would cost a query each).
+_UNCHECKED_FIELDS = ["values", "answers", "study", "rater", "item", "comparison", "protocol_version"]
+
+
 class RatingRejected(ValueError):
     """A rating was not stored; the message is shown to the rater or API client."""
 
@@ -123,7 +128,7 @@ def _rating_store(
         try:
             # values/answers were cleaned by the protocol above and the unit fits the protocol;
             # the related rows are the caller's own objects: only the plain fields need checking.
-            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison", "protocol_version"])
+            rating.clean_fields(exclude=_UNCHECKED_FIELDS)
         except ValidationError as exc:
             raise RatingRejected("; ".join(exc.messages)) from None
         rating.save(force_insert=True)
@@ -314,7 +319,8 @@ def _at_once_sql() -> str:
             f"{column('source_detail')}, {column('time_on_item_ms')}, {column('protocol_version')}, "
             f"{column('created_at')}, {column('updated_at')}) "
             f"SELECT %(study)s, %(rater)s, u.item_id, u.v::jsonb, u.a::jsonb, u.c::jsonb, u.p::jsonb, %(source)s, '', "
-            f"u.t, %(version)s, %(now)s, %(now)s FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
+            f"u.t, %(version)s, %(now)s, %(now)s "
+            f"FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
             f"%(answers)s::text[], %(checklists)s::text[], %(presentations)s::text[], %(times)s::integer[]) "
             f"AS u(assignment_id, item_id, v, a, c, p, t) "
             f"WHERE (SELECT count(*) FROM done) = %(n)s ORDER BY u.assignment_id RETURNING id, {column('item')}), "
@@ -356,7 +362,7 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
                             checklist=checklist, presentation=entry.get("presentation") or {},
                             time_on_item_ms=time_ms, source=Rating.Source.UI, created_at=now, updated_at=now,
                             protocol_version_id=study.current_protocol_version_id)
-            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison", "protocol_version"])
+            rating.clean_fields(exclude=_UNCHECKED_FIELDS)
         except ValidationError as exc:
             message = "; ".join(exc.messages)
             raise RatingRejected(f"Image {number}: {message}" if len(entries) > 1 else message) from None
