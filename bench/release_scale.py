@@ -53,6 +53,13 @@ def _peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
     """Runs in the child process: build the release and measure it."""
     import pyarrow as pa
@@ -73,6 +80,9 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
         folder = Path(scratch) / "release"
         with Timer() as prepare:
             data = study_release_input(study)
+        out["rss_peak_prepare_kib"] = _peak_rss_kib()
+        out["rss_after_prepare_kib"] = _rss_kib()
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: the write phase's own peak next
         with Timer() as write:
             manifest = write_release(data, folder)
         with Timer() as pack:
@@ -80,7 +90,8 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
         out.update({
             "prepare_s": prepare.seconds, "write_s": write.seconds, "zip_s": pack.seconds,
             "counts": manifest["counts"],
-            "rss_peak_kib": _peak_rss_kib(),
+            "rss_peak_write_kib": _peak_rss_kib(),
+            "load_average": os.getloadavg(),
             "arrow_pool_peak_bytes": pa.default_memory_pool().max_memory(),
             "files_bytes": {p.relative_to(folder).as_posix(): p.stat().st_size
                             for p in folder.rglob("*") if p.is_file() and p.suffix == ".parquet"},
@@ -138,8 +149,10 @@ def main() -> int:
               f"{result['counts']['raters']} raters (child process, {total:.1f} s with start-up)")
         print(f"  prepare (numbers, report, raters) {result['prepare_s']:.1f} s; write {result['write_s']:.1f} s; "
               f"zip {result['zip_s']:.1f} s")
-        print(f"  peak RSS {mib(result['rss_peak_kib'] * 1024):.0f} MiB (after Django start-up "
-              f"{mib(result['rss_before_kib'] * 1024):.0f} MiB); Arrow pool peak "
+        print(f"  peak RSS: after Django start-up {mib(result['rss_before_kib'] * 1024):.0f} MiB; while preparing "
+              f"(numbers, report) {mib(result['rss_peak_prepare_kib'] * 1024):.0f} MiB, "
+              f"{mib(result['rss_after_prepare_kib'] * 1024):.0f} MiB held after it; while writing items and votes "
+              f"{mib(result['rss_peak_write_kib'] * 1024):.0f} MiB; Arrow pool peak "
               f"{mib(result['arrow_pool_peak_bytes']):.1f} MiB"
               + (f"; Python heap peak {mib(result['python_heap_peak_bytes']):.0f} MiB"
                  if "python_heap_peak_bytes" in result else ""))
@@ -147,7 +160,8 @@ def main() -> int:
               f"{result['votes_row_groups']} row groups; items.parquet "
               f"{mib(result['files_bytes']['data/items.parquet']):.1f} MiB in {result['items_row_groups']} row groups; "
               f"zip {mib(result['zip_bytes']):.1f} MiB")
-        print(f"  the votes table held whole in Arrow would take {mib(result['votes_arrow_bytes_if_held']):.0f} MiB")
+        print(f"  the votes table held whole in Arrow would take {mib(result['votes_arrow_bytes_if_held']):.0f} MiB; "
+              f"load average at the end {', '.join(f'{x:.1f}' for x in result['load_average'])}")
     return 0
 
 

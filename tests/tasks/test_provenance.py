@@ -86,3 +86,19 @@ def test_imported_ratings_record_no_version():
     rating = rating_submit(rater=make_rater(platform="import"), item=item, values={"SC": 1, "PQ": 1},
                            source="import", require_assignment=False)
     assert rating.protocol_version_id is None
+
+
+def test_ratings_submitted_through_the_rating_screens_record_the_version(client):
+    """The screens' submit (on PostgreSQL one statement for a screen's first answers) records it too."""
+    from tasks.models import Rating
+    from tests.tasks.test_rating_query_counts import _answer, _enter, _study
+
+    study = _study()
+    _enter(client, study, "versioned-rater")
+    url = client.get(f"/s/{study.slug}/rate").url
+    for _ in range(2):
+        page = client.get(url)
+        url = client.post(url, _answer(page.content.decode())).url
+    study.refresh_from_db()
+    versions = set(Rating.objects.filter(study=study).values_list("protocol_version_id", flat=True))
+    assert versions == {study.current_protocol_version_id} and None not in versions
