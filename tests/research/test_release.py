@@ -312,3 +312,13 @@ def test_report_by_version_splits_the_ratings_by_the_protocol_they_were_cast_und
     assert reports["2"]["models"]["Alpha"]["dimensions"]["SC"]["mean"] == 1.0
     whole = build_report(study, n_boot=0)
     assert whole["study_level"]["ratings"] == 21
+
+
+@pytest.mark.parametrize("protocol", ["imagenhub", "evalmi", "pairwise"])
+def test_a_study_without_ratings_still_releases_and_reproduces(tmp_path, protocol):
+    study = make_study(protocol=protocol, task_type="text_to_image")
+    make_comparison(study) if protocol == "pairwise" else make_item(study)
+    manifest = write_release(study_release_input(study), tmp_path / "pkg")
+    assert manifest["counts"]["votes"] == 0 and manifest["counts"]["items"] >= 1
+    shipped = json.loads((tmp_path / "pkg/report.json").read_text())
+    assert compare_reports(shipped, build_report(read_release(tmp_path / "pkg"))) == []
