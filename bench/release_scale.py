@@ -83,8 +83,22 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
         out["rss_peak_prepare_kib"] = _peak_rss_kib()
         out["rss_after_prepare_kib"] = _rss_kib()
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: the write phase's own peak next
+        profiler = None
+        if os.environ.get("RELEASE_BENCH_PROFILE"):
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         with Timer() as write:
             manifest = write_release(data, folder)
+        if profiler is not None:
+            import io
+            import pstats
+
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(35)
+            print(text.getvalue(), file=sys.stderr)
         with Timer() as pack:
             zip_folder(folder, Path(scratch) / "release.zip")
         out.update({
@@ -113,6 +127,7 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tracemalloc", action="store_true", help="also trace the Python heap's peak (slower)")
+    parser.add_argument("--profile", action="store_true", help="print a CPU profile of the write phase")
     parser.add_argument("--child", metavar="DATABASE_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -138,10 +153,13 @@ def main() -> int:
         command = [sys.executable, "-m", "bench.release_scale", "--child", url,
                    *(["--tracemalloc"] if args.tracemalloc else [])]
         child = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                               env={**os.environ, "RELEASE_BENCH_MEDIA": str(settings.MEDIA_ROOT)})
+                               env={**os.environ, "RELEASE_BENCH_MEDIA": str(settings.MEDIA_ROOT),
+                                    **({"RELEASE_BENCH_PROFILE": "1"} if args.profile else {})})
         if child.returncode:
             print(child.stdout[-4000:], child.stderr[-4000:])
             return 1
+        if args.profile:
+            print(child.stderr[-12000:])
         result = json.loads(next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))[7:])
         total = time.perf_counter() - started
         mib = lambda n: n / (1 << 20)  # noqa: E731

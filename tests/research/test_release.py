@@ -312,6 +312,8 @@ def test_report_by_version_splits_the_ratings_by_the_protocol_they_were_cast_und
     assert reports["2"]["models"]["Alpha"]["dimensions"]["SC"]["mean"] == 1.0
     whole = build_report(study, n_boot=0)
     assert whole["study_level"]["ratings"] == 21
+    call_command("report", study.slug, "--n-boot", "0")
+    assert "mixes protocol versions: v1 (18 ratings), v2 (3 ratings)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("protocol", ["imagenhub", "evalmi", "pairwise"])

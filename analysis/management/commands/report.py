@@ -54,6 +54,12 @@ class Command(BaseCommand):
             self.stdout.write(_dumps(report))
             return
         self.stdout.write(render_text(report))
+        from analysis.release_services import version_mix
+
+        mix = version_mix(found)
+        if mix["mixed"]:
+            used = ", ".join(f"v{v['number']} ({v['votes']} ratings)" for v in mix["versions"] if v["votes"])
+            self.stdout.write(f"NOTE: this study mixes protocol versions: {used}; split with --by-version.")
 
 
 def _dumps(report: dict) -> str:
