@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import BigIntegerField, Count, Q
+from django.db.models.expressions import RawSQL
 
 from analysis import data as analysis_data
 from analysis import export_input
@@ -78,24 +80,45 @@ def pseudonymise_report(report: dict, names: Pseudonyms) -> dict:
     return out
 
 
+_TIMES = ("created_at", "updated_at")
+
+
 class _ReleasePlan(_Plan):
-    """The export's plan, its vote rows carrying the protocol version number of each vote."""
+    """The export's plan, its vote rows carrying the protocol version number of each vote.
+
+    On PostgreSQL the two timestamps come as microseconds since the epoch (integers): turning
+    1.6M timestamps into datetime objects one by one (the driver, then Django's time-zone
+    converter) was half the time of writing 806K votes (`bench.release_scale --profile`).
+    """
 
     def rows(self) -> Iterator[pd.DataFrame]:
-        tail = [*export_input._ROW_TAIL, _VERSION_COLUMN]
-        rows = (self.queryset.order_by("id").values_list("rater_id", self.unit, *self.annotations, *tail)
+        epoch = connection.vendor == "postgresql"
+        queryset = self.queryset
+        if epoch:
+            quote = connection.ops.quote_name
+            queryset = queryset.annotate(**{
+                f"_us_{name}": RawSQL(f"(EXTRACT(EPOCH FROM {quote(Rating._meta.db_table)}.{quote(name)}) "
+                                      f"* 1000000)::bigint", [], output_field=BigIntegerField())
+                for name in _TIMES})
+        times = [f"_us_{name}" for name in _TIMES] if epoch else list(_TIMES)
+        tail = [*times, *(c for c in export_input._ROW_TAIL if c not in _TIMES), _VERSION_COLUMN]
+        rows = (queryset.order_by("id").values_list("rater_id", self.unit, *self.annotations, *tail)
                 .iterator(chunk_size=export_input.CSV_CHUNK_ROWS))
         produced = False
         for chunk in export_input._chunks(rows, export_input.CSV_CHUNK_ROWS):
             produced = True
-            yield self._finish(self.frame(chunk, tail))
+            yield self._finish(self.frame(chunk, tail), epoch)
         if not produced:
-            yield self._finish(self.frame([], tail))
+            yield self._finish(self.frame([], tail), epoch)
 
-    def _finish(self, frame: pd.DataFrame) -> pd.DataFrame:
+    def _finish(self, frame: pd.DataFrame, epoch: bool) -> pd.DataFrame:
+        if epoch:
+            for name in _TIMES:
+                frame[name] = pd.to_datetime(frame.pop(f"_us_{name}").astype("Int64"), unit="us", utc=True)
         frame = self._with_times(frame).rename(columns={_VERSION_COLUMN: "protocol_version"})
         frame["protocol_version"] = frame["protocol_version"].astype("Int64")
-        return frame
+        columns = [c for c in frame.columns if c not in (*_TIMES, *export_input._ROW_TAIL, "protocol_version")]
+        return frame[[*columns, *export_input._ROW_TAIL, "protocol_version"]]
 
 
 def _image(name: str | None) -> dict | None:

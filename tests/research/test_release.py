@@ -148,6 +148,9 @@ def test_the_package_loads_with_datasets_offline_images_included_and_with_pandas
     # pandas / pyarrow read the same files without datasets
     frame = pd.read_parquet(tmp_path / "pkg/data/votes.parquet")
     assert frame["SC"].tolist() == votes["SC"]
+    stored = sorted(Rating.objects.filter(study=study).values_list("created_at", "updated_at"))
+    written = sorted(zip(frame["created_at"].dt.to_pydatetime(), frame["updated_at"].dt.to_pydatetime()))
+    assert written == stored  # to the microsecond, whichever way the database hands them over
     items_frame = pd.read_parquet(tmp_path / "pkg/data/items.parquet")
     mos = items_frame.set_index(["instance", "model"])["SC_mean"]
     assert mos[("uid_0", "Alpha")] == pytest.approx((1 + 1 + 0.5) / 3)
