@@ -93,19 +93,23 @@ SCRUB_RULES: list[tuple[str, re.Pattern, object]] = [
 ]
 
 
-def scrub_text(text: str | None) -> str:
-    """Free text with personal data replaced, rule by rule in the order of :data:`SCRUB_RULES`;
+def scrub_text(text: str | None, known: Iterable[str] = ()) -> str:
+    """Free text with personal data replaced: first every ``known`` id (the crowd ids of the
+    study's raters) by ``[crowd id]``, then rule by rule in the order of :data:`SCRUB_RULES`;
     NUL and other control characters (except line breaks) dropped."""
     if not text:
         return ""
     text = "".join(c for c in str(text) if c in "\n\t" or ord(c) >= 32)
+    for crowd_id in sorted(known, key=len, reverse=True):  # longest first: one id may contain another
+        if crowd_id:
+            text = text.replace(crowd_id, "[crowd id]")
     for _, pattern, replacement in SCRUB_RULES:
         text = pattern.sub(replacement, text)
     return text
 
 
 def scrub_rule_text() -> str:
-    return "; ".join(f"{what} → `{'[phone]' if callable(replacement) else replacement}`"
+    return "the crowd id of any of the study's raters → `[crowd id]`; " + "; ".join(f"{what} → `{'[phone]' if callable(replacement) else replacement}`"
                      for what, _, replacement in SCRUB_RULES)
 
 

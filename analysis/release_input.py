@@ -54,8 +54,9 @@ class Pseudonyms:
         return np.array([self.of_label(u) for u in unique], dtype=object)[inverse] if len(values) else values
 
 
-def pseudonymise_report(report: dict, names: Pseudonyms) -> dict:
-    """The report with every rater id (excluded raters, screening, reasons) replaced by its pseudonym."""
+def pseudonymise_report(report: dict, names: Pseudonyms, known: list[str] = ()) -> dict:
+    """The report with every rater id (excluded raters, screening, reasons) replaced by its pseudonym
+    and the exclusion reasons (free text) scrubbed as in the tables (``known``: the crowd ids)."""
     pattern = re.compile(r"\brater (\d+)\b")
 
     def walk(value, key: str = ""):
@@ -77,6 +78,7 @@ def pseudonymise_report(report: dict, names: Pseudonyms) -> dict:
     out = walk(report)
     for entry in out.get("excluded_raters", []):
         entry["rater"] = names(int(entry["rater"]))
+        entry["reason"] = scrub_text(entry.get("reason"), known)
     return out
 
 
@@ -230,6 +232,11 @@ def study_release_input(study: Study, *, license: str = "cc-by-4.0", payment_lis
     from analysis.report import build_report
 
     names = Pseudonyms(study)
+    rater_ids = sorted(Rating.objects.filter(study=study).values_list("rater_id", flat=True).distinct())
+    reporter_ids = set(ScreenReport.objects.filter(study=study).values_list("rater_id", flat=True))
+    # every crowd id (or imported rater name) of the study's raters is scrubbed from free text
+    known = [e for e in Rater.objects.filter(pk__in=set(rater_ids) | reporter_ids)
+             .exclude(external_id="").values_list("external_id", flat=True) if len(e) >= 4]
     export = study_export_input(study)
     plan = _ReleasePlan(study)
     inner_rows = plan.rows
@@ -240,13 +247,12 @@ def study_release_input(study: Study, *, license: str = "cc-by-4.0", payment_lis
             yield frame
 
     export.votes["rater"] = names.labels(export.votes["rater"])
-    export.excluded = {names.of_label(label): scrub_text(why) for label, why in export.excluded.items()}
+    export.excluded = {names.of_label(label): scrub_text(why, known) for label, why in export.excluded.items()}
     export.vote_rows = vote_rows
     export.meta = {**export.meta, "dimensions": plan.dimensions, "questions": plan.questions,
                    "protocol_version": study.current_protocol_version_id and
                    ProtocolVersion.objects.filter(pk=study.current_protocol_version_id)
                    .values_list("number", flat=True).first()}
-    rater_ids = sorted(Rating.objects.filter(study=study).values_list("rater_id", flat=True).distinct())
     extras = _rater_extras(study, names, rater_ids)
     versions = [
         {"number": v.number, "content_hash": v.content_hash, "created_at": v.created_at.isoformat(),
@@ -256,7 +262,7 @@ def study_release_input(study: Study, *, license: str = "cc-by-4.0", payment_lis
     used = dict(Rating.objects.filter(study=study, protocol_version__isnull=False)
                 .values_list("protocol_version__number").annotate(n=Count("id")))
     reports = [
-        {"rater": names(r), "position": p, "broken_image": b, "comment": scrub_text(c), "created_at": t}
+        {"rater": names(r), "position": p, "broken_image": b, "comment": scrub_text(c, known), "created_at": t}
         for r, p, b, c, t in ScreenReport.objects.filter(study=study).order_by("id")
         .values_list("rater_id", "position", "broken_image", "comment", "created_at")
     ]
@@ -277,6 +283,6 @@ def study_release_input(study: Study, *, license: str = "cc-by-4.0", payment_lis
         card_facts=_card_facts(study, extras, versions, used, pay_per_item=pay_per_item, currency=currency),
         license=license, judge_scores=judges if len(judges) else None,
         screen_reports=pd.DataFrame(reports) if reports else None, payment_list=payments,
-        report=pseudonymise_report(build_report(study), names),
+        report=pseudonymise_report(build_report(study), names, known),
         extra={"versions_used": sorted(used), "votes_per_version": used},
     )

@@ -162,6 +162,11 @@ def test_raters_are_pseudonyms_crowd_ids_never_leave_unless_the_payment_list_is_
     reporter = raters["r1"]
     ScreenReport.objects.create(study=study, rater=reporter, position=0, broken_image=True,
                                 comment="image 2 blank, mail me at jo@example.com or +1 (555) 010-9999")
+    ScreenReport.objects.create(study=study, rater=raters["r2"], position=1,
+                                comment=f"I am {raters['r2'].external_id}, pay me")
+    from raters.services import rater_block
+
+    rater_block(rater=raters["r3"], reason=f"speeder {raters['r3'].external_id}", actor=None)
     write_release(study_release_input(study), tmp_path / "pkg")
     every_byte = b"".join(p.read_bytes() for p in (tmp_path / "pkg").rglob("*") if p.is_file())
     for rater in raters.values():
@@ -173,14 +178,20 @@ def test_raters_are_pseudonyms_crowd_ids_never_leave_unless_the_payment_list_is_
     votes = pd.read_parquet(tmp_path / "pkg/data/votes.parquet")
     assert set(votes["rater"]) == {names(r.pk) for r in raters.values()}
     reports = pd.read_parquet(tmp_path / "pkg/data/screen_reports.parquet")
-    assert reports["comment"].tolist() == ["image 2 blank, mail me at [email] or [phone]"]
-    assert reports["rater"].tolist() == [names(reporter.pk)]
+    assert reports["comment"].tolist() == ["image 2 blank, mail me at [email] or [phone]", "I am [crowd id], pay me"]
+    assert reports["rater"].tolist() == [names(reporter.pk), names(raters["r2"].pk)]
+    table = pd.read_parquet(tmp_path / "pkg/data/raters.parquet").set_index("rater")
+    assert table.loc[names(raters["r3"].pk), "exclusion_reason"] == f"blocked: Blocked in {study.slug}: speeder [crowd id]"
     # another study gives the same rater another pseudonym; a second release the same one
     assert Pseudonyms(make_study())(reporter.pk) != names(reporter.pk)
     assert Pseudonyms(study)(reporter.pk) == names(reporter.pk)
     card = (tmp_path / "pkg/README.md").read_text()
     assert "[email]" in card and "[phone]" in card  # the scrub rule is written in the card
     assert not (tmp_path / "pkg/private").exists()
+    # the blocked rater is left out of the numbers, and the package still reproduces its report
+    shipped = json.loads((tmp_path / "pkg/report.json").read_text())
+    assert [e["rater"] for e in shipped["excluded_raters"]] == [names(raters["r3"].pk)]
+    assert compare_reports(shipped, build_report(read_release(tmp_path / "pkg"))) == []
 
     write_release(study_release_input(study, payment_list=True), tmp_path / "paid")
     payments = pd.read_csv(tmp_path / "paid/private/payment_list.csv")
