@@ -338,3 +338,30 @@ def test_a_study_without_ratings_still_releases_and_reproduces(tmp_path, protoco
     assert manifest["counts"]["votes"] == 0 and manifest["counts"]["items"] >= 1
     shipped = json.loads((tmp_path / "pkg/report.json").read_text())
     assert compare_reports(shipped, build_report(read_release(tmp_path / "pkg"))) == []
+
+
+def test_a_demo_study_with_a_source_and_a_mask_per_output_releases_every_condition_image(tmp_path, monkeypatch):
+    """The demo builder's mask-guided editing study: each output carries two condition images."""
+    datasets = pytest.importorskip("datasets")
+    from tasks.demo import build_demo
+    from tasks.models import Item
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    build_demo(only=["demo-mask-guided-editing"])
+    study = Study.objects.get(slug="demo-mask-guided-editing")
+    study.state = Study.State.OPEN
+    study.save()
+    items = list(Item.objects.filter(study=study).order_by("id"))
+    for k in range(3):
+        rater = make_rater(platform="prolific", external_id=f"DEMO-PID-{k}")
+        for j, item in enumerate(items):
+            rating_submit(rater=rater, item=item, values={"SC": [0, 0.5, 1][(j + k) % 3], "PQ": [1, 0.5][j % 2]},
+                          require_assignment=False)
+    write_release(study_release_input(study), tmp_path / "pkg")
+    loaded = datasets.load_dataset(str(tmp_path / "pkg"), "items", split="train", cache_dir=str(tmp_path / "c"))
+    assert len(loaded) == len(items)
+    assert all(sorted(row["condition_roles"]) == ["mask", "source"] for row in loaded)
+    assert all(len(row["condition_images"]) == 2 for row in loaded)
+    assert loaded[0]["image"].size == loaded[0]["condition_images"][0].size  # an edit keeps the source's size
+    call_command("reproduce", str(tmp_path / "pkg"))
