@@ -6,7 +6,8 @@ A study's *protocol version* is the full text of everything that shapes a vote, 
   and the protocol settings (with defaults filled in);
 * ``instructions``: the study's own instructions;
 * ``worked_examples``: the rubric raters read (templates/rating/_rubric.html rendered for the
-  study, as text);
+  study, as text), and ``examples``: the study's own worked examples (image hash and caption), where
+  the site has them (a ``tasks.WorkedExample`` model);
 * ``screen_layout``: :data:`SCREEN_LAYOUT_VERSION`, a hash of the rating screen's templates;
 * ``gold_set``: every gold answer (items and comparisons) and attention check with what it expects;
 * ``quality_policy``: the study's rater-quality rules (raters.QualityPolicy), or none.
@@ -111,12 +112,32 @@ def protocol_content(study: Study) -> dict:
     return {
         "scale": scale,
         "instructions": study.instructions,
+        "examples": _worked_examples(study),
         "worked_examples": _rubric_text(study.protocol, study.task_type,
                                         json.dumps(settings, sort_keys=True, default=str)),
         "screen_layout": screen_layout_version(),
         "gold_set": {"gold": gold, "attention_checks": attention},
         "quality_policy": policy,
     }
+
+
+def _example_model():
+    """The study's worked examples model, if this site has one (added beside this module)."""
+    from django.apps import apps
+
+    try:
+        return apps.get_model("tasks", "WorkedExample")
+    except LookupError:
+        return None
+
+
+def _worked_examples(study: Study) -> list[dict]:
+    model = _example_model()
+    if model is None:
+        return []
+    return [{"position": position, "caption": caption, "image_sha256": sha}
+            for position, caption, sha in model.objects.filter(study=study).order_by("position", "id")
+            .values_list("position", "caption", "image__sha256")]
 
 
 def content_hash(content: dict) -> str:
@@ -188,7 +209,7 @@ def _after_part_change(sender, instance, raw: bool = False, **kwargs) -> None:
         unit, field = "item", GoldAnswer.item
     elif isinstance(instance, ComparisonGold):
         unit, field = "comparison", ComparisonGold.comparison
-    else:  # AttentionCheck, QualityPolicy
+    else:  # AttentionCheck, QualityPolicy, WorkedExample
         _refresh_by_pk(instance.study_id)
         return
     if field.is_cached(instance):
@@ -203,5 +224,6 @@ def connect_signals() -> None:
     from raters.models import AttentionCheck, QualityPolicy
 
     post_save.connect(_after_study_save, sender=Study, dispatch_uid="provenance-study")
-    for model in (GoldAnswer, ComparisonGold, AttentionCheck, QualityPolicy):
+    examples = _example_model()
+    for model in (GoldAnswer, ComparisonGold, AttentionCheck, QualityPolicy, *([examples] if examples else [])):
         post_save.connect(_after_part_change, sender=model, dispatch_uid=f"provenance-save-{model.__name__}")
