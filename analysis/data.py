@@ -16,6 +16,8 @@ and why, so later rater-quality rules plug in there.
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 from django.db.models import FloatField
 from django.db.models.fields.json import KT
@@ -28,6 +30,20 @@ from tasks.models import Comparison, Item, Rating, Study
 _CHUNK = 20_000
 
 
+def _packaged(function):
+    """A study read back from a released package (analysis.release.PackagedStudy) answers from its
+    own tables: the same frames, so build_report rebuilds a report without the site's database."""
+
+    @functools.wraps(function)
+    def read(study, *args, **kwargs):
+        if getattr(study, "is_packaged", False):
+            return getattr(study, function.__name__)(*args, **kwargs)
+        return function(study, *args, **kwargs)
+
+    return read
+
+
+@_packaged
 def excluded_raters(study: Study) -> dict[int, str]:
     """Rater id → why their ratings are left out of this study's analysis."""
     blocked = (
@@ -72,6 +88,7 @@ def _rating_queryset(study: Study, include_excluded: bool):
     return queryset
 
 
+@_packaged
 def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Item ratings of a (non-pairwise) study in long form.
 
@@ -97,6 +114,7 @@ def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
     return frame[["rater", "item", "model", "instance", *dimensions]]
 
 
+@_packaged
 def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Yes/no answers in long form: ``rater, item, model, question, answer`` ('yes'/'no').
 
@@ -120,6 +138,7 @@ def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
     return frame
 
 
+@_packaged
 def comparisons_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Pairwise ratings: ``rater, comparison, instance, model_a, model_b, preference``."""
     queryset = (
@@ -143,6 +162,7 @@ def comparisons_frame(study: Study, *, include_excluded: bool = False) -> pd.Dat
     return frame[["rater", "comparison", "instance", "model_a", "model_b", "preference"]]
 
 
+@_packaged
 def judge_scores_frame(study: Study) -> pd.DataFrame:
     """Judge scores on this study's items: ``judge, lower_is_better, role, item, model, dimension, value``.
 

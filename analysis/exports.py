@@ -551,7 +551,9 @@ def _screening_section(data: ExportInput, report: dict, raters: pd.DataFrame) ->
     screening = report.get("study_level", {}).get("screening")
     for dim in data.dimensions:
         if screening and dim in screening:
-            rejected = [REPORT_RATER_LABEL.format(r) for r in screening[dim]["rejected"]]
+            # a report names raters by id; a released one (analysis.release) by their pseudonym already
+            rejected = [REPORT_RATER_LABEL.format(r) if str(r).isdigit() else str(r)
+                        for r in screening[dim]["rejected"]]
             source = f"report.json `study_level.screening.{dim}` ({screening[dim]['raters']} raters screened)"
         elif f"{dim}_bt500_flag" in raters.columns:
             rejected = list(raters.loc[raters[f"{dim}_bt500_flag"].astype(bool), "rater"])

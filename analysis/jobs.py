@@ -60,3 +60,19 @@ def study_notices_job(study_id: int) -> int | None:
         return study_notices_run(study_id=study_id)
     except SoftTimeLimitExceeded:
         return None
+
+
+@shared_task(acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
+def build_release_job(release_id: int) -> dict | None:
+    """Build a dataset release (analysis.release_services.release_execute); a failure is recorded."""
+    from analysis.release_services import release_execute, release_fail
+
+    try:
+        release = release_execute(release_id=release_id)
+    except SoftTimeLimitExceeded:
+        release_fail(release_id=release_id, error="stopped at the time limit")
+        return None
+    except Exception as exc:
+        release_fail(release_id=release_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    return None if release is None else {"release": release.pk, "state": release.state, "size": release.size}

@@ -283,3 +283,46 @@ class StudyNotice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.study_id}"
+
+
+class DatasetRelease(models.Model):
+    """A study released as a dataset package (analysis.release), built in the background.
+
+    The zip is kept in the media storage under ``releases/``; ``card`` is its reporting card (what
+    the study page shows without rebuilding), ``manifest`` its configs and row counts. A release
+    with the payment list holds crowd ids in clear (``private/payment_list.csv``): the page says so.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey("tasks.Study", on_delete=models.CASCADE, related_name="releases")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    license = models.CharField(max_length=32, default="cc-by-4.0")
+    payment_list = models.BooleanField(default=False, help_text="Crowd ids in clear, for paying raters: never publish")
+    pay_per_item = models.FloatField(null=True, blank=True, help_text="What a rater was paid per item (for pay per hour)")
+    currency = models.CharField(max_length=8, blank=True)
+    file = models.CharField(max_length=300, blank=True, help_text="Storage name of the zip")
+    size = models.BigIntegerField(default=0)
+    card = models.JSONField(default=dict, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"release {self.pk} of {self.study_id} ({self.state})"
+
+    @property
+    def counts_text(self) -> str:
+        """Rows per config, e.g. "items 6 · votes 18 · raters 3" (a template cannot loop over a
+        dict that has a key named ``items``)."""
+        return " · ".join(f"{name} {n}" for name, n in (self.manifest.get("counts") or {}).items())

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from analysis import api as analysis_api
 from analysis import export_api
+from analysis import release_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -23,6 +24,11 @@ urlpatterns = [
     path("exports/<int:export_id>/download/", export_api.StudyExportDownload.as_view(), name="api-study-export-download"),
     path("studies/<slug:slug>/prolific-decisions/", task_api.StudyProlificDecisions.as_view(),
          name="api-study-prolific-decisions"),
+    path("studies/<slug:slug>/releases/", release_api.StudyReleases.as_view(), name="api-study-releases"),
+    path("studies/<slug:slug>/releases/<int:release_id>/", release_api.StudyReleaseDetail.as_view(),
+         name="api-study-release"),
+    path("studies/<slug:slug>/releases/<int:release_id>/download/", release_api.StudyReleaseDownload.as_view(),
+         name="api-study-release-download"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

@@ -203,6 +203,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Judge runs and dataset releases both have a "state": name each set of choices.
+    "ENUM_NAME_OVERRIDES": {"ReleaseStateEnum": "analysis.models.DatasetRelease.State"},
 }
 # MLLM judge endpoints belong to the operator; researchers pick one by name (README "Configuration").
 JUDGE_ENDPOINTS = judge_endpoints()

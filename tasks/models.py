@@ -99,6 +99,12 @@ class Study(models.Model):
     collaborators = models.ManyToManyField(
         django_settings.AUTH_USER_MODEL, blank=True, related_name="collaborating_studies",
         help_text="Other researchers who may see and run the study (not change who collaborates)")
+    # The protocol version new ratings are cast under (tasks.provenance keeps it current), held on
+    # the study so that the submit path, which has the study loaded, records it without a query.
+    current_protocol_version = models.ForeignKey(
+        "tasks.ProtocolVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        db_constraint=False, editable=False,
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = StudyQuerySet.as_manager()
@@ -396,6 +402,13 @@ class Rating(models.Model):
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.UI)
     source_detail = models.CharField(max_length=300, blank=True, help_text="File, tool or paper the rating came from")
     time_on_item_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-side render → submit")
+    # What the rater was shown when the rating was cast (scale, instructions, examples, screen
+    # layout, gold set, quality policy); NULL for imported ratings and ratings older than tracking.
+    # No index and no key check: read per study, never looked up alone (as study above).
+    protocol_version = models.ForeignKey(
+        "tasks.ProtocolVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="ratings",
+        db_index=False, db_constraint=False,
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_default=Now())
     updated_at = models.DateTimeField(auto_now=True, db_default=Now())
 
@@ -639,3 +652,29 @@ class ScreenReport(models.Model):
 
     def __str__(self) -> str:
         return f"report by rater {self.rater_id} on screen {self.position} of {self.study_id}"
+
+
+class ProtocolVersion(models.Model):
+    """The protocol as raters met it: scale, instructions, worked examples, screen layout version,
+    gold set and quality policy, with a content hash of all of them (tasks.provenance).
+
+    A new row is made whenever any part changes while ratings can be cast; ratings point at the
+    version current when they were submitted, so a release can say which text each vote saw.
+    ``content`` holds the full text of every part (JSON), ``number`` counts versions per study.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="protocol_versions")
+    number = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    content = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "content_hash"], name="protocol_version_unique_hash"),
+            models.UniqueConstraint(fields=["study", "number"], name="protocol_version_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id} v{self.number} ({self.content_hash[:12]})"

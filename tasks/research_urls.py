@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from analysis import release_views
 from tasks import configure_views
 from tasks import lifecycle_views
 from tasks import research_views as views
@@ -24,5 +25,8 @@ urlpatterns = [
     path("<slug:slug>/items/", lifecycle_views.study_items, name="research-study-items"),
     path("<slug:slug>/preview/", lifecycle_views.study_preview, name="research-study-preview"),
     path("<slug:slug>/preview/phone/", lifecycle_views.study_phone_preview, name="research-study-phone-preview"),
+    path("<slug:slug>/release/", release_views.study_release, name="research-release"),
+    path("<slug:slug>/release/<int:release_id>.zip", release_views.study_release_download,
+         name="research-release-download"),
     path("<slug:slug>/<str:action>/", views.study_action, name="research-study-action"),
 ]

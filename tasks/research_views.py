@@ -150,6 +150,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
+    context["version_mix"] = _version_mix(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
     context["planning"] = planning_page.card(study, request.GET)
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
@@ -157,6 +158,13 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(
         context["screen_reports"])
     return render(request, "research/dashboard.html", context)
+
+
+def _version_mix(study: Study) -> dict:
+    from analysis.release_services import version_mix
+
+    mix = version_mix(study)
+    return {"mixed": mix["mixed"], "used": sum(1 for v in mix["versions"] if v["votes"])}
 
 
 REPORTS_SHOWN = 50  # the newest; the rest stay in the database (and the admin)

@@ -17,6 +17,11 @@ from tasks import protocols
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 
+# Fields a new rating does not re-check in clean_fields: values/answers were cleaned by the protocol,
+# the related rows are the caller's own objects (a check would cost a query each).
+_UNCHECKED_FIELDS = ["values", "answers", "study", "rater", "item", "comparison", "protocol_version"]
+
+
 class RatingRejected(ValueError):
     """A rating was not stored; the message is shown to the rater or API client."""
 
@@ -117,11 +122,13 @@ def _rating_store(
             time_on_item_ms=time_on_item_ms,
             source=source,
             source_detail=source_detail,
+            # the protocol the rater saw (imports record none: their protocol was not this site's)
+            protocol_version_id=study.current_protocol_version_id if source != Rating.Source.IMPORT else None,
         )
         try:
             # values/answers were cleaned by the protocol above and the unit fits the protocol;
             # the related rows are the caller's own objects: only the plain fields need checking.
-            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison"])
+            rating.clean_fields(exclude=_UNCHECKED_FIELDS)
         except ValidationError as exc:
             raise RatingRejected("; ".join(exc.messages)) from None
         rating.save(force_insert=True)
@@ -136,7 +143,10 @@ def _rating_store(
         rating.values, rating.answers, rating.checklist = clean_values, clean_answers, clean_checklist
         if time_on_item_ms is not None:
             rating.time_on_item_ms = time_on_item_ms
-        rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "updated_at"])
+        if source != Rating.Source.IMPORT:  # an edit is cast under the protocol shown now
+            rating.protocol_version_id = study.current_protocol_version_id
+        rating.save(update_fields=["values", "answers", "checklist", "time_on_item_ms", "protocol_version",
+                                   "updated_at"])
 
     if source != Rating.Source.IMPORT:
         # counted toward the automatic rule runs (a screen counts all its ratings at once:
@@ -306,9 +316,11 @@ def _at_once_sql() -> str:
             f"WHERE id = ANY(%(assignments)s) AND rater_id = %(rater)s AND {state} = 'leased' RETURNING id), "
             f"stored AS (INSERT INTO {r} ({column('study')}, {column('rater')}, {column('item')}, {column('values')}, "
             f"{column('answers')}, {column('checklist')}, {column('presentation')}, {column('source')}, "
-            f"{column('source_detail')}, {column('time_on_item_ms')}, {column('created_at')}, {column('updated_at')}) "
+            f"{column('source_detail')}, {column('time_on_item_ms')}, {column('protocol_version')}, "
+            f"{column('created_at')}, {column('updated_at')}) "
             f"SELECT %(study)s, %(rater)s, u.item_id, u.v::jsonb, u.a::jsonb, u.c::jsonb, u.p::jsonb, %(source)s, '', "
-            f"u.t, %(now)s, %(now)s FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
+            f"u.t, %(version)s, %(now)s, %(now)s "
+            f"FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
             f"%(answers)s::text[], %(checklists)s::text[], %(presentations)s::text[], %(times)s::integer[]) "
             f"AS u(assignment_id, item_id, v, a, c, p, t) "
             f"WHERE (SELECT count(*) FROM done) = %(n)s ORDER BY u.assignment_id RETURNING id, {column('item')}), "
@@ -348,8 +360,9 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
             )
             rating = Rating(study=study, rater=rater, item=assignment.item, values=values, answers=answers,
                             checklist=checklist, presentation=entry.get("presentation") or {},
-                            time_on_item_ms=time_ms, source=Rating.Source.UI, created_at=now, updated_at=now)
-            rating.clean_fields(exclude=["values", "answers", "study", "rater", "item", "comparison"])
+                            time_on_item_ms=time_ms, source=Rating.Source.UI, created_at=now, updated_at=now,
+                            protocol_version_id=study.current_protocol_version_id)
+            rating.clean_fields(exclude=_UNCHECKED_FIELDS)
         except ValidationError as exc:
             message = "; ".join(exc.messages)
             raise RatingRejected(f"Image {number}: {message}" if len(entries) > 1 else message) from None
@@ -362,6 +375,7 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
     count = study_rules_due(study)
     params = {
         "now": now, "rater": rater.pk, "study": study.pk, "source": Rating.Source.UI, "n": len(ordered),
+        "version": study.current_protocol_version_id,
         "count": count,
         "assignments": [a.pk for a, _ in ordered], "items": [a.item_id for a, _ in ordered],
         "values": [json.dumps(r.values) for _, r in ordered], "answers": [json.dumps(r.answers) for _, r in ordered],

@@ -11,7 +11,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils.text import slugify
 
-from analysis.models import JudgeRun, JudgeScore, JudgeVerdict, StudyExport, StudyNotice
+from analysis.models import DatasetRelease, JudgeRun, JudgeScore, JudgeVerdict, StudyExport, StudyNotice, export_storage
 from raters.models import (
     AttentionCheck,
     AttentionResult,
@@ -22,7 +22,7 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
-from tasks import protocols
+from tasks import protocols, provenance
 from tasks.models import (
     Assignment,
     Comparison,
@@ -33,6 +33,7 @@ from tasks.models import (
     Instance,
     Item,
     Participation,
+    ProtocolVersion,
     Rating,
     RatingRevision,
     ScreenReport,
@@ -69,6 +70,7 @@ def study_publish(*, study: Study) -> Study:
         raise StudyActionRefused(f"{study.slug} is pairwise but has no comparisons")
     study.state = Study.State.OPEN
     study.save(update_fields=["state"])
+    provenance.refresh_protocol_version(study)  # bulk-written gold sends no signal: hash what opens now
     return study
 
 
@@ -173,6 +175,23 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
             for c in old.condition_images.all()
         )
     items = {}
+    with provenance.deferred(clone):  # one refresh for the copied gold set, not one per gold item
+        _clone_items(study, clone, instances, models, items)
+    old_comparisons = list(study.comparisons.select_related("gold"))
+    Comparison.objects.bulk_create(
+        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in old_comparisons
+    )
+    new_comparisons = {(c.item_a_id, c.item_b_id): c.pk for c in clone.comparisons.all()}
+    ComparisonGold.objects.bulk_create(
+        ComparisonGold(comparison_id=new_comparisons[items[c.item_a_id].pk, items[c.item_b_id].pk],
+                       preference=c.gold.preference, note=c.gold.note)
+        for c in old_comparisons if hasattr(c, "gold")
+    )
+    return clone
+
+
+def _clone_items(study: Study, clone: Study, instances: dict, models: dict, items: dict) -> None:
+    """The items of ``study`` (with their gold answers) copied into ``clone``; old id → new item in ``items``."""
     for old in study.items.select_related("gold"):
         new = Item.objects.create(
             study=clone,
@@ -187,17 +206,6 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
             GoldAnswer.objects.create(
                 item=new, values=gold.values, answers=gold.answers, tolerance=gold.tolerance, note=gold.note
             )
-    old_comparisons = list(study.comparisons.select_related("gold"))
-    Comparison.objects.bulk_create(
-        Comparison(study=clone, item_a=items[c.item_a_id], item_b=items[c.item_b_id]) for c in old_comparisons
-    )
-    new_comparisons = {(c.item_a_id, c.item_b_id): c.pk for c in clone.comparisons.all()}
-    ComparisonGold.objects.bulk_create(
-        ComparisonGold(comparison_id=new_comparisons[items[c.item_a_id].pk, items[c.item_b_id].pk],
-                       preference=c.gold.preference, note=c.gold.note)
-        for c in old_comparisons if hasattr(c, "gold")
-    )
-    return clone
 
 
 # ---------------------------------------------------------------- deletion
@@ -256,7 +264,8 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
     collaborators = Study.collaborators.through
     return [
         _DeleteStep(RatingRevision, ("rating",), [RatingRevision.objects.filter(rating__in=_rows(r)) for r in ratings]),
-        _DeleteStep(Rating, ("study", "item", "comparison"), ratings),
+        # a rating's protocol version is one of its own study's (the submit path copies the study's)
+        _DeleteStep(Rating, ("study", "item", "comparison", "protocol_version"), ratings),
         _DeleteStep(Assignment, ("study", "item", "comparison"), [
             by_study(Assignment), Assignment.objects.filter(item__in=items),
             Assignment.objects.filter(comparison__in=comparisons),
@@ -272,6 +281,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(JudgeRun, ("study",), [by_study(JudgeRun)]),
         _DeleteStep(StudyNotice, ("study",), [by_study(StudyNotice)]),
         _DeleteStep(StudyExport, ("study",), [by_study(StudyExport)]),
+        _DeleteStep(DatasetRelease, ("study",), [by_study(DatasetRelease)]),
         _DeleteStep(AttentionResult, ("attention_check",), [
             AttentionResult.objects.filter(attention_check__in=_rows(*checks)),
         ]),
@@ -291,6 +301,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(RaterAction, ("study",), [by_study(RaterAction)]),
         _DeleteStep(Participation, ("study",), [by_study(Participation)]),
         _DeleteStep(ScreenReport, ("study",), [by_study(ScreenReport)]),
+        _DeleteStep(ProtocolVersion, ("study",), [by_study(ProtocolVersion)]),
         _DeleteStep(owners, ("study",), [by_study(owners)]),
         _DeleteStep(collaborators, ("study",), [by_study(collaborators)]),
         _DeleteStep(WorkedExample, ("study",), [by_study(WorkedExample)]),
@@ -300,7 +311,8 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(Instance, ("study",), [by_study(Instance)]),
         _DeleteStep(GenModel, ("study",), [by_study(GenModel)]),
         _DeleteStep(StudyBuild, ("study",), [by_study(StudyBuild)]),
-        _DeleteStep(Study, (), [Study.objects.filter(pk__in=study_ids)]),
+        # a study's current protocol version is its own: deleted with it, no other study points at it
+        _DeleteStep(Study, ("current_protocol_version",), [Study.objects.filter(pk__in=study_ids)]),
     ]
 
 
@@ -356,8 +368,9 @@ def study_delete(*, study: Study) -> dict[type[models.Model], int]:
             cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(m._meta.db_table)
                                                   for m in (Rating, RatingRevision, Assignment)))
     # Prepared export files go with their rows, once the delete has committed.
-    export_files = [name for name in StudyExport.objects.filter(study=study).values_list("file", flat=True) if name]
-    transaction.on_commit(lambda: [StudyExport.file.field.storage.delete(name) for name in export_files])
+    export_files = [name for model in (StudyExport, DatasetRelease)
+                    for name in model.objects.filter(study=study).values_list("file", flat=True) if name]
+    transaction.on_commit(lambda: [export_storage().delete(name) for name in export_files])
     deleted = {}
     for step in _delete_steps([study.pk]):
         # _raw_delete: one DELETE for the queryset, no collecting; what Django's own fast deletes run

@@ -140,7 +140,9 @@ def world(db):
                for name in ("others-study", "own-other")}
     build = StudyBuild.objects.create(owner=owner, slug="matrix-c", state=StudyBuild.State.FAILED,
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
+    release = _done_release(study)
     params = {
+        "release_id": release.pk,
         "build_id": build.pk, "slug": study.slug, "rater_id": other_rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
         "export_id": export.pk,
         "name": "mos", "action": "close", "sha256": items[1].image.sha256, "size": "160",
@@ -180,7 +182,17 @@ def _foreign_objects(name: str, *, owner) -> dict:
     return {"study": study, "rater": rater, "item": item, "judge": judge, "run": run, "comparison": comparison,
             "example": example,
             "path": {"rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "sha256": item.image.sha256,
-                     "build_id": build.pk, "export_id": export.pk}}
+                     "build_id": build.pk, "export_id": export.pk, "release_id": _done_release(study).pk}}
+
+
+def _done_release(study):
+    """A built dataset release of ``study`` with a file to download."""
+    from django.core.files.base import ContentFile
+
+    from analysis.models import DatasetRelease, export_storage
+
+    name = export_storage().save(f"releases/{study.slug}/1-test.zip", ContentFile(b"PK\x05\x06" + b"\0" * 18))
+    return DatasetRelease.objects.create(study=study, state=DatasetRelease.State.DONE, file=name, size=22)
 
 
 def fill(route: str, params: dict) -> str:
@@ -282,6 +294,7 @@ PATH_PARAMETERS = {
     "rater_id": "object",
     "pk": "object",  # a judge run (API)
     "build_id": "object",  # a study build (its uploader's)
+    "release_id": "object",  # a dataset release of the study in the route
     "run_id": "object",  # a judge run (judges page)
     "export_id": "object",  # a background export (the researcher's who asked for it)
     "sha256": "object",  # an image

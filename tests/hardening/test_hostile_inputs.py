@@ -87,8 +87,10 @@ def hostile_world(db):
     build = StudyBuild.objects.create(owner=owner, slug="hostile-built", state=StudyBuild.State.FAILED,
                                       problems=[{"file": "manifest.csv", "line": 2, "message": "broken"}])
     export = study_export_run(export_id=study_export_start(study=study, user=owner).pk)
+    from tests.hardening.test_authorization_matrix import _done_release
+
     real = {"slug": study.slug, "rater_id": rater.pk, "pk": run.pk, "run_id": run.pk, "position": 0,
-            "build_id": build.pk, "export_id": export.pk,
+            "build_id": build.pk, "export_id": export.pk, "release_id": _done_release(study).pk,
             "name": "mos", "action": "close", "sha256": items[0].image.sha256, "size": "160",
             "protocol": "evalmi", "task_type": "mixed"}
     return {"study": study, "real": real,

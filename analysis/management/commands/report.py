@@ -31,6 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--conventions", choices=CONVENTIONS, default="default",
                             help="viescore: VIEScore's own analysis (tanh(mean r), items with both aspects, "
                                  "truncated fractional sub-scores) so its published tables reproduce")
+        parser.add_argument("--by-version", action="store_true",
+                            help="One report per protocol version the ratings were cast under")
 
     def handle(self, *args, study, json: bool, include_excluded: bool, no_judges: bool, n_boot: int, seed: int,
                judge_items: str = "per_dimension", kendall: str = "b", conventions: str = "default", **options):
@@ -39,12 +41,29 @@ class Command(BaseCommand):
             raise CommandError(f"no study with slug {study!r}")
         if n_boot < 0:
             raise CommandError("--n-boot must be 0 or more")
-        report = build_report(found, include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
-                              judge_items=judge_items, kendall=kendall, conventions=conventions)
+        options_ = dict(include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
+                        judge_items=judge_items, kendall=kendall, conventions=conventions)
+        if options.get("by_version"):
+            from analysis.release_services import reports_by_version
+
+            reports = reports_by_version(found, **options_)
+            if json:
+                self.stdout.write(_dumps({str(number): r for number, r in reports.items()}))
+                return
+            for number, report in reports.items():
+                self.stdout.write(f"== protocol version {number} ==\n{render_text(report)}")
+            return
+        report = build_report(found, **options_)
         if json:
             self.stdout.write(_dumps(report))
             return
         self.stdout.write(render_text(report))
+        from analysis.release_services import version_mix
+
+        mix = version_mix(found)
+        if mix["mixed"]:
+            used = ", ".join(f"v{v['number']} ({v['votes']} ratings)" for v in mix["versions"] if v["votes"])
+            self.stdout.write(f"NOTE: this study mixes protocol versions: {used}; split with --by-version.")
 
 
 def _dumps(report: dict) -> str:
