@@ -61,6 +61,7 @@ def excluded_raters(study: Study) -> dict[int, str]:
     return reasons
 
 
+@_packaged
 def item_table(study: Study) -> pd.DataFrame:
     """One row per item: ``item`` (id), ``model``, ``instance`` (key), ``position``."""
     rows = Item.objects.filter(study=study).values_list(

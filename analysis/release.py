@@ -642,6 +642,13 @@ class PackagedStudy:
         votes = self._usable(include_excluded)
         return votes[["rater", "comparison", "instance", "model_a", "model_b", "preference"]].reset_index(drop=True)
 
+    def item_table(self) -> pd.DataFrame:
+        """analysis.data.item_table's columns from the items config (images not read); the package
+        has no instance position, so instances keep their order of first appearance."""
+        items = pd.read_parquet(self.folder / "data/items.parquet", columns=["item", "model", "instance"])
+        items["position"] = pd.factorize(items["instance"])[0]
+        return items[["item", "model", "instance", "position"]].reset_index(drop=True)
+
     def judge_scores_frame(self) -> pd.DataFrame:
         columns = ["judge", "lower_is_better", "role", "item", "model", "dimension", "value"]
         if self.judges is None or not len(self.judges):

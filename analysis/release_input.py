@@ -63,8 +63,9 @@ def pseudonymise_report(report: dict, names: Pseudonyms, known: list[str] = ()) 
         if isinstance(value, dict):
             out = {}
             for k, v in value.items():
-                new_key = names(int(k)) if key in ("reasons_by_rater",) or (key == "reasons" and str(k).isdigit()) \
-                    else k
+                # rater-keyed blocks: reasons, and the subject model's per-rater bias and inconsistency
+                new_key = names(int(k)) if key == "reasons_by_rater" or (
+                    key in ("reasons", "raters") and str(k).isdigit()) else k
                 out[new_key] = walk(v, k)
             return out
         if isinstance(value, list):

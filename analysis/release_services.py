@@ -138,6 +138,9 @@ class StudyVersion:
     def judge_scores_frame(self):
         return self._data.judge_scores_frame.__wrapped__(self.study)
 
+    def item_table(self):
+        return self._data.item_table.__wrapped__(self.study)
+
 
 def reports_by_version(study: Study, **options) -> dict[int, dict]:
     """The study report once per protocol version that has ratings (``build_report`` options)."""
