@@ -341,12 +341,15 @@ def _pair(low, high) -> list[float] | None:
 
 def inconsistent_flag(subject: dict[str, dict]) -> Flag | None:
     """The ``inconsistent`` flag from a rater's per-dimension subject-model numbers, or None."""
-    hits = [(dim, numbers) for dim, numbers in sorted(subject.items()) if numbers.get("inconsistent")]
+    # Against a median rater with no noise at all (a handful of raters who agree exactly) the ratio
+    # is undefined: no flag from that dimension.
+    hits = [(dim, numbers) for dim, numbers in sorted(subject.items())
+            if numbers.get("inconsistent") and numbers.get("median_inconsistency")]
     if not hits:
         return None
     parts = [f"{dim}: inconsistency {n['inconsistency']:.2f} (95 % CI {n['inconsistency_ci95'][0]:.2f}–"
              f"{n['inconsistency_ci95'][1]:.2f}) against a median rater's {n['median_inconsistency']:.2f}"
              for dim, n in hits]
-    worst = max(n["inconsistency"] / n["median_inconsistency"] for _, n in hits if n["median_inconsistency"])
+    worst = max(n["inconsistency"] / n["median_inconsistency"] for _, n in hits)
     return Flag("inconsistent", "; ".join(parts) + f" (limit: CI above {INCONSISTENCY_FACTOR:g} × the median)",
                 float(worst), float(INCONSISTENCY_FACTOR))
