@@ -34,7 +34,7 @@ def test_the_dashboard_shows_model_quality_and_the_inconsistent_rater(client, re
     assert f"{report['Alpha']['quality']:.2f}" in card and f"{report['Beta']['quality']:.2f}" in card
     assert "?method=subject" in card
     # the random rater is flagged in the rater table's new column
-    row = re.search(rf"<code>rater{raters[6].id}</code>.*?</tr>", page, re.S).group(0)
+    row = re.search(rf"/raters/{raters[6].id}/\">.*?</tr>", page, re.S).group(0)
     assert "perception" in row.split("</td>")[-2]
 
 
@@ -48,7 +48,9 @@ def test_the_leaderboard_toggles_to_the_subject_model_ranking(client, researcher
     models = build_report(study, n_boot=0)["subject_model"]["dimensions"]["perception"]["models"]
     best = max(models, key=lambda m: models[m]["quality"])
     assert "Quality perception" in page and "ITU-T P.913" in page
-    first = re.search(r"<tbody>\s*<tr[^>]*><td>1</td><td><strong>(\w+)</strong></td>\s*<td>([\d.]+)</td>", page)
+    # columns: rank, model, rank CI, quality
+    first = re.search(r"<tbody>\s*<tr[^>]*><td>1</td><td><strong>(\w+)</strong></td>\s*<td>[^<]*</td>\s*<td>([\d.]+)</td>",
+                      page)
     assert first.group(1) == best and float(first.group(2)) == pytest.approx(models[best]["quality"], abs=1e-3)
     # the paired gap test runs on the subject model's item qualities (same prompts for both models)
     gap = models[best]["quality"] - min(m["quality"] for m in models.values())
