@@ -89,8 +89,10 @@ def _disagreements(study: Study, judge: str, dimension: str, human_dimension: st
         # every dimension of the item, so a derived score (VIEScore O) shows the rationales it came from
         related.setdefault(s.item_id, {})[s.dimension] = s
     votes: dict[int, list[dict]] = {}
-    for rating in Rating.objects.filter(item_id__in=items).order_by("id"):
-        votes.setdefault(rating.item_id, []).append({"rater": f"rater {rating.rater_id}", "values": rating.values, "answers": rating.answers})
+    # the rater's one label, as on the dashboard and the raters page (crowd id where there is one)
+    for rating in Rating.objects.filter(item_id__in=items).select_related("rater__user").order_by("id"):
+        votes.setdefault(rating.item_id, []).append({"rater": str(rating.rater), "values": rating.values,
+                                                     "answers": rating.answers})
     rows = []
     for record in top.itertuples(index=False):
         item = items[record.item]

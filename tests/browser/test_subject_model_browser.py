@@ -27,7 +27,7 @@ def test_a_researcher_reads_the_subject_model_on_dashboard_leaderboard_and_rater
     card.wait_for()
     assert card.locator("tbody tr").count() == 2
     assert "inconsistent" in card.inner_text()
-    flagged = page.locator(f"tr:has(code:text-is('rater{raters[6].id}')) td").last
+    flagged = page.locator(f"tr:has(a[href$='/raters/{raters[6].id}/']) td").last
     assert "perception" in flagged.inner_text()
     card.scroll_into_view_if_needed()
     screenshot(page, "subject-dashboard")
