@@ -114,3 +114,12 @@ def wait_until(page, expression: str, timeout_s: float = 20.0) -> None:
     while not page.evaluate(expression):
         assert time.monotonic() < deadline, f"timed out waiting for {expression}"
         page.wait_for_timeout(50)
+
+
+def browser_login(page, username: str, password: str = "pw-for-tests") -> None:
+    """Log ``username`` in through the login page (the factories' users have this password)."""
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url("**/")

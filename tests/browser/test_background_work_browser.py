@@ -26,7 +26,7 @@ from analysis.jobs import run_judge_job, study_export_job
 from analysis.models import JudgeRun, StudyExport
 from tasks.images import store_image
 from tasks.models import Rating
-from tests.conftest import wait_until
+from tests.conftest import browser_login, wait_until
 from tests.factories import make_instance, make_item, make_rater, make_study, make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -93,14 +93,6 @@ def background(job, go: threading.Event):
     return queue_job
 
 
-def login(page, username: str) -> None:
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
-
-
 def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_scores(browser_page, monkeypatch):
     page = browser_page
     researcher = make_user("judge-starter", password="pw-for-tests")
@@ -109,7 +101,7 @@ def test_a_researcher_starts_an_offline_metric_run_from_the_page_and_sees_its_sc
     monkeypatch.setattr(judge_services, "_queue", background(run_judge_job, go))
     errors = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    login(page, "judge-starter")
+    browser_login(page, "judge-starter")
     page.goto(reverse("judge_side_by_side", args=[study.slug]))
     assert page.locator("fieldset[data-for-kinds='metric']").is_visible()
     page.select_option("select[name=kind]", "viescore")  # the static script shows the endpoint fieldset
@@ -169,7 +161,7 @@ def test_a_large_export_is_prepared_in_the_background_and_downloaded(browser_pag
     settings.EXPORT_INLINE_MAX_VOTES = 10  # this study (48 votes) counts as large
     go = threading.Event()
     monkeypatch.setattr(export_services, "_queue", background(study_export_job, go))
-    login(page, "exporter-b")
+    browser_login(page, "exporter-b")
     page.goto(reverse("research-study", args=[study.slug]))
     page.click("text=Export dataset (.zip)")
     page.wait_for_url(f"**{reverse('study-exports', args=[study.slug])}")

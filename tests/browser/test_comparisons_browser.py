@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from analysis.importers import imagenhub_import, judge_import
 from tasks.models import Study
-from tests.conftest import SCREENSHOTS
+from tests.conftest import SCREENSHOTS, browser_login
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -30,18 +30,10 @@ def judged_study(shared_datasets, tmp_path):
     return study
 
 
-def _login(page):
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", "comparer")
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
-
-
 def test_the_judges_page_marks_real_differences_and_the_leaderboard_its_pairs(browser_page, judged_study, screenshot):
     page = browser_page
     page.set_default_timeout(120_000)  # the report bootstraps every judge pair on first view
-    _login(page)
+    browser_login(page, "comparer")
     page.goto(reverse("judge_side_by_side", args=[judged_study.slug]))
     section = page.locator("#judge-comparisons")
     assert section.locator("h2").inner_text() == "Which differences are real"

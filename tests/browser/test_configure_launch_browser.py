@@ -11,18 +11,10 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from tasks.models import Participation, Study
-from tests.conftest import wait_until
+from tests.conftest import browser_login, wait_until
 from tests.factories import make_instance, make_item, make_study, make_user, png_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _login(page, username):
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url("**/")
 
 
 def _decisions(page, tmp_path, *, full: bool = False):
@@ -46,7 +38,7 @@ def test_a_new_researcher_configures_publishes_closes_and_pays_without_the_admin
         instance = make_instance(study, key=f"uid_{key}", prompt=f"a red cube number {key}")
         for model in ("Alpha", "Beta"):
             make_item(study, instance=instance, model=model)
-    _login(page, "new-researcher")
+    browser_login(page, "new-researcher")
 
     # Configure: codes per outcome, pay, quality policy
     page.goto(f"/research/{study.slug}/")

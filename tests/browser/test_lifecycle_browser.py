@@ -11,7 +11,7 @@ from raters.models import Rater
 from tasks.builder import StudySpec, study_build_from_bundle
 from tasks.models import Assignment, Participation, Rating, Study
 from tasks.sample_bundles import sample_bundle
-from tests.conftest import wait_until
+from tests.conftest import browser_login, wait_until
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,20 +19,12 @@ IPHONE = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/60
           "Version/17.0 Mobile/15E148 Safari/604.1")
 
 
-def _login(page, username):
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url("**/")
-
-
 def test_a_researcher_builds_from_a_sample_bundle_then_checks_the_draft(browser_page, screenshot, settings):
     page = browser_page
     owner = make_user(username="researcher", email="researcher@example.org")
     from django.contrib.auth.models import Permission
     owner.user_permissions.add(Permission.objects.get(codename="add_study"))
-    _login(page, "researcher")
+    browser_login(page, "researcher")
     page.goto("/research/new/")
     # the task select follows the protocol; only that protocol's settings show
     page.select_option("select[name=protocol]", "evalmi")
@@ -116,7 +108,7 @@ def test_the_dashboard_tells_the_owner_the_study_is_complete(browser_page, scree
         rater = Rater.objects.create(platform="prolific", external_id=pid)
         for item in study.items.all():
             Rating.objects.create(study=study, rater=rater, item=item, values={"SC": 1.0, "PQ": 0.5}, time_on_item_ms=9000)
-    _login(page, "researcher")
+    browser_login(page, "researcher")
     page.goto("/research/t2i-done/")
     page.wait_for_selector("[data-testid=notice-complete]")
     assert "prolific:5f1c9e2a7b" in page.inner_text("#live")

@@ -5,6 +5,7 @@ import pytest
 
 from raters.models import QualificationAnswer, QualityPolicy, RaterStanding
 from tasks.models import Rating
+from tests.conftest import browser_login
 from tests.factories import make_gold, make_item, make_rater, make_study, make_user
 from tests.raters.personas import persona_answers, true_scores
 
@@ -27,19 +28,11 @@ def _persona_study(owner):
     return study, raters
 
 
-def _login(page, username):
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url("**/")
-
-
 def test_a_researcher_sorts_filters_and_rejects_a_rater_with_a_reason(browser_page, screenshot):
     page = browser_page
     owner = make_user(username="researcher")
     study, raters = _persona_study(owner)
-    _login(page, "researcher")
+    browser_login(page, "researcher")
     page.goto(f"/studies/{study.slug}/raters/")
     assert page.locator("tbody tr").count() == 8
     page.click("th a:text('Median time')")

@@ -20,20 +20,12 @@ from django.contrib.auth.models import Permission
 from analysis.models import JudgeRun
 from raters.models import Rater
 from tasks.models import Assignment, Participation, Rating, Study
-from tests.conftest import wait_until
+from tests.conftest import browser_login, wait_until
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SLUG = "shapes-pilot"
-
-
-def _login(page, username: str) -> None:
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests")
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url("**/")
 
 
 def _rate_screen(rater) -> None:
@@ -63,7 +55,7 @@ def test_a_new_researcher_runs_a_crowd_study_from_bundle_to_payment_without_the_
     page.context.set_default_timeout(90_000)  # a long walk on a small, shared machine
     researcher = make_user("first-study", email="first@example.org")
     researcher.user_permissions.add(Permission.objects.get(codename="add_study"))
-    _login(page, "first-study")
+    browser_login(page, "first-study")
 
     # 1. Create: the builder's sample bundle, uploaded back
     page.goto("/research/new/")

@@ -6,8 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.analysis.test_subject_report import rated_study
-from tests.browser.test_rater_quality_browser import _login
-from tests.conftest import SCREENSHOTS
+from tests.conftest import SCREENSHOTS, browser_login
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,7 +19,7 @@ def test_a_researcher_reads_the_subject_model_on_dashboard_leaderboard_and_rater
     study.title = "Counting · subject model pilot"
     study.save(update_fields=["title"])
     study.owners.add(owner)
-    _login(page, "researcher")
+    browser_login(page, "researcher")
 
     page.goto(reverse("research-study", args=[study.slug]))
     card = page.locator("[data-testid=subject-model]")
