@@ -22,7 +22,9 @@ from analysis.api import export_response
 from analysis.data import item_table, ratings_frame
 from analysis.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.leaderboard import rank_agreement, rank_models
+from analysis.models import DatasetRelease
 from analysis.notices import study_notices_check
+from analysis.release import card_rows
 from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
@@ -151,6 +153,9 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
     context["version_mix"] = _version_mix(study)
+    latest = DatasetRelease.objects.filter(study=study, state=DatasetRelease.State.DONE).first()  # newest first
+    context["card_release"] = latest
+    context["card_rows"] = card_rows(latest.card) if latest and latest.card else []
     context["judge_scatter"] = dashboard.judge_scatter(study)
     context["planning"] = planning_page.card(study, request.GET)
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")

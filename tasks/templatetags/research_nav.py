@@ -24,6 +24,7 @@ STUDY_PAGES = (
     ("leaderboard", "Leaderboard", ("research-leaderboard",)),
     ("launch", "Launch", ("research-study-launch",)),
     ("export", "Export", ("study-exports",)),
+    ("release", "Release", ("research-release",)),
 )
 
 

@@ -66,7 +66,7 @@ def test_pages_show_one_navigation_with_the_study_pages(owned_study, client):
                 f"/studies/{slug}/raters/gold-candidates/", f"/studies/{slug}/judges/"):
         html = client.get(url).content.decode()
         assert html.count('data-testid="study-nav"') == 1, url
-        export = study_links(slug)[-1]
+        export = study_links(slug)[-2]
         assert export[0] == "export" and export[2] == f"/studies/{slug}/exports/"
         for target in (f"/research/{slug}/", f"/research/{slug}/items/", f"/research/{slug}/preview/",
                        f"/studies/{slug}/raters/", f"/studies/{slug}/raters/gold-candidates/",

@@ -267,6 +267,7 @@ def test_the_release_page_builds_a_release_in_the_background_and_serves_its_zip(
     from analysis.models import DatasetRelease
 
     study, _ = _owned_imagenhub_study(client)
+    assert b"build one</a> to see the" in client.get(f"/research/{study.slug}/").content  # no release yet
     page = client.get(f"/research/{study.slug}/release/")
     assert page.status_code == 200 and b"Build release" in page.content
     with django_capture_on_commit_callbacks(execute=True):
@@ -278,6 +279,9 @@ def test_the_release_page_builds_a_release_in_the_background_and_serves_its_zip(
     assert release.manifest["counts"]["votes"] == 18 and release.card["raters"] == 3
     page = client.get(f"/research/{study.slug}/release/")
     assert b"Compensation per hour" in page.content and b"43.9 GBP" in page.content
+    dashboard = client.get(f"/research/{study.slug}/").content.decode()  # the card on the study page too
+    card = dashboard[dashboard.index('data-testid="reporting-card"'):]
+    assert f"from release {release.pk}" in card and "43.9 GBP" in card[:card.index("</section>")]
     download = client.get(f"/research/{study.slug}/release/{release.pk}.zip")
     assert download.status_code == 200
     blob = b"".join(download.streaming_content)
