@@ -72,6 +72,9 @@ class BundleForm(forms.Form):
     instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
     assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
+    rater_sampling = forms.ChoiceField(choices=Study.RaterSampling.choices, initial=Study.RaterSampling.SAMPLED,
+                                       label="Raters are", help_text="Decides whether confidence intervals "
+                                       "include the raters (a crowd) or only the items (a fixed expert panel)")
     settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true, \"agreement_threshold\": 0.5}")
 
     def clean_settings(self) -> dict:

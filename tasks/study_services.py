@@ -130,6 +130,7 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
         instructions=study.instructions,
         raters_per_item=study.raters_per_item,
         assignment_mode=study.assignment_mode,
+        rater_sampling=study.rater_sampling,
         settings=dict(study.settings),
         completion_code="",
         completion_url=study.completion_url,
