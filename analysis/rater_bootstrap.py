@@ -317,23 +317,24 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
 
 
 def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Midranks of x (items) in the sample where item i appears w[b, i] times (replicates x items)."""
+    """Midranks of x (replicates x items) in the sample where item i appears w[b, i] times: the
+    ranks scipy would give the expanded sample, read back per item (no loop over replicates)."""
     order = np.argsort(x, axis=-1, kind="stable")
     xs = np.take_along_axis(x, order, axis=-1)
     ws = np.take_along_axis(w, order, axis=-1)
-    below = np.cumsum(ws, axis=-1) - ws
-    # ties: every member of a run of equal values gets the run's midrank
-    new_run = np.ones_like(xs, dtype=bool)
+    cum = np.cumsum(ws, axis=-1)
+    positions = np.broadcast_to(np.arange(xs.shape[-1]), xs.shape)
+    new_run = np.ones(xs.shape, dtype=bool)
     new_run[..., 1:] = xs[..., 1:] != xs[..., :-1]
-    run_id = np.cumsum(new_run, axis=-1) - 1
-    ranks_sorted = np.empty_like(xs, dtype=float)
-    for b in range(xs.shape[0]):
-        start = np.flatnonzero(new_run[b])
-        run_weight = np.add.reduceat(ws[b], start)
-        mid = below[b, start] + (run_weight + 1.0) / 2.0
-        ranks_sorted[b] = mid[run_id[b]]
-    ranks = np.empty_like(ranks_sorted)
-    np.put_along_axis(ranks, order, ranks_sorted, axis=-1)
+    end_run = np.ones(xs.shape, dtype=bool)
+    end_run[..., :-1] = new_run[..., 1:]
+    first = np.maximum.accumulate(np.where(new_run, positions, 0), axis=-1)  # where each run starts
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(end_run, positions, xs.shape[-1]), axis=-1), axis=-1),
+                   axis=-1)  # and ends
+    below = np.take_along_axis(cum - ws, first, axis=-1)
+    run_weight = np.take_along_axis(cum, last, axis=-1) - below
+    ranks = np.empty(xs.shape)
+    np.put_along_axis(ranks, order, below + (run_weight + 1.0) / 2.0, axis=-1)
     return ranks
 
 

@@ -31,6 +31,7 @@ from analysis.correlation import KENDALL_VARIANTS, fisher_z_mean, model_level_ag
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
 from analysis.pairwise import pairwise_summary
+from analysis.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
 from analysis.zmos import group_means, mos_from_item_scores, zscore_by_rater
@@ -121,6 +122,8 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "human_source": "ratings",
         "judge_items": judge_items,
         "kendall": f"tau-{kendall}",
+        # sampled (a crowd): intervals resample items and raters; fixed (experts): items only
+        "rater_sampling": getattr(study, "rater_sampling", "sampled"),
         "models": {},
         "study_level": {},
         "judges": {},
@@ -139,7 +142,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
                                                     n_boot=n_boot, seed=seed, frames=frames)
         if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
-                            judge_items=judge_items, kendall=kendall)
+                            judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed)
     report["reasons"] = reasons.as_list()
     return _jsonable(report, "report", reasons, report)
 
@@ -291,6 +294,9 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
     with _background() as background:
         agreement = background.submit(_agreement, ratings, dims, n_boot=n_boot, seed=seed)
         _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot, frames=frames)
+    put_rating_intervals(report, reasons.add, mos_frame=ratings, agreement_frame=ratings, dims=dims,
+                         sampled=is_sampled(report["rater_sampling"]), estimator="rater_means", n_boot=n_boot,
+                         seed=seed)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
 
 
@@ -375,14 +381,14 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         zscored = _zscores(ratings, dims, reasons, codes)
         screening = background.submit(_screening, ratings, dims, codes, zscored)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
-                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames)
+                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed)
         _put_screening(screening.result(), report)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
 
 
 def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
                     reasons: Reasons, include_excluded: bool, *, n_boot: int, codes: RatingCodes,
-                    zscored: dict[str, pd.DataFrame], frames: dict | None = None
+                    zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0
                     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
     item, wide; human yes/no per item). ``codes``: the ratings' codes; ``zscored``: :func:`_zscores`."""
@@ -420,6 +426,9 @@ def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreem
         ).dropna(subset=dims, how="all")
     _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
                            ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
+    put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
+                         sampled=is_sampled(report["rater_sampling"]), estimator="item_means", n_boot=n_boot,
+                         seed=seed)
     return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 
@@ -508,6 +517,12 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
             block["alpha_ci95"] = {level: None for level in LEVELS}
             entry["dimensions"][dim] = block
         report["models"][str(model)] = entry
+    for entry in report["models"].values():
+        for block in entry["dimensions"].values():
+            block["intervals"] = {"ci95": "items"}  # no per-rater ratings: nothing to resample raters from
+    if is_sampled(report["rater_sampling"]):
+        reasons.add("models.*.dimensions.*.ci95", "published MOS has no per-rater ratings: the interval resamples "
+                    "items only although the study's raters are sampled")
     for key in ("raters", "dimensions.*.std_between_raters", "dimensions.*.alpha", "dimensions.*.fleiss_kappa",
                 "dimensions.*.human_ceiling"):
         reasons.add(f"models.*.{key}", per_rater)
@@ -520,7 +535,7 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
 
 def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, reasons: Reasons,
                     human_qa: pd.DataFrame | None = None, raters: pd.DataFrame | None = None,
-                    judge_items: str = "per_dimension", kendall: str = "b") -> None:
+                    judge_items: str = "per_dimension", kendall: str = "b", n_boot: int = 0, seed: int = 0) -> None:
     """Judge vs human per model (sample level) and across models (Fisher z), per human dimension.
 
     A judge dimension named like a human one (SC, PQ, O, perception…) is compared with that one;
@@ -529,8 +544,11 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
     A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
     answer per item instead (:func:`_judge_qa`). ``raters``: the per-rater frame the human ceiling
     used, for the like-for-like comparison (:func:`analysis.ceiling.judge_vs_rest`);
-    ``judge_items`` and ``kendall``: see :func:`build_report`.
+    ``judge_items`` and ``kendall``: see :func:`build_report`. Each per-model and pooled block gets
+    a 95 % interval of its Spearman and Pearson correlation over items, and over raters when the
+    study's raters are sampled (:func:`analysis.report_intervals.correlation_block`).
     """
+    sampled = is_sampled(report.get("rater_sampling", "sampled"))
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
     for judge, frame in judged.groupby("judge", sort=True):
@@ -576,6 +594,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                                           row["logistic_reason"] or row["reason"]),
                     "n": int(row["n"]),
                     "vs_rest": vs_rest[0].get(row["model"]) if vs_rest else None,
+                    **_correlation_interval(merged[merged["model"] == row["model"]], raters, hdim, sampled, lower,
+                                            reasons, mwhere, n_boot, seed),
                     **({"judge_dimension": jdim} if jdim != hdim else {}),
                 }
             pooled = per_group_correlations(merged.assign(_all="all"), judge="value", human="human", by=("_all",),
@@ -597,6 +617,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 "pooled_spearman": _num(pooled["srcc"], reasons, f"{where}.pooled_spearman", pooled["reason"]),
                 "pooled": {name: _num(pooled[col]) for col, name in _CORR_KEYS.items()},
                 "n": int(len(merged)),
+                "pooled_interval": _correlation_interval(merged, raters, hdim, sampled, lower, reasons,
+                                                         f"{where}.pooled_interval", n_boot, seed),
                 "items": len(items),
                 "items_missing_other_dimensions": len(items - complete),
                 "models": int(table["srcc"].notna().sum()),
@@ -616,6 +638,16 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
             "n - 3 (inverse variance of atanh r). Kendall's tau is averaged the same way although atanh is not its "
             "variance-stabilising transform. Compare the study-level human ceiling (raters pooled over all models) "
             "with ceiling_comparison.pooled, not with a mean of per-model correlations.")
+
+
+def _correlation_interval(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, sampled: bool, lower: bool,
+                          reasons: Reasons, where: str, n_boot: int, seed: int) -> dict:
+    """``ci95`` (Spearman, Pearson) and ``interval`` of the judge's correlation on ``merged``'s items."""
+    judged = raters[raters["item"].isin(set(merged["item"]))] if raters is not None else None
+    block, why = correlation_block(judged, merged.set_index("item")["value"], hdim=hdim, sampled=sampled,
+                                   lower_is_better=lower, n_boot=n_boot, seed=seed)
+    reasons.add(f"{where}.ci95", why)
+    return block
 
 
 def _judge_vs_rest(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, lower: bool, reasons: Reasons,
@@ -730,6 +762,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
             "both_bad_rate": _num(row["both_bad_rate"]),
             "dimensions": {}, "qa_accuracy": None, "judges": {},
         }
+    put_pairwise_intervals(report, reasons.add, frame, sampled=is_sampled(report["rater_sampling"]), n_boot=n_boot,
+                           seed=seed)
     # Agreement on the preference itself (nominal: A / B / tie / both_bad of the same comparison).
     codes = frame.assign(code=frame["preference"].map({p: k for k, p in enumerate(protocols.PAIRWISE_CHOICES)}))
     table = agreement_table(codes.rename(columns={"comparison": "item"}).drop(columns=["model_a", "model_b"]),
