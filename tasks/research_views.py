@@ -33,6 +33,7 @@ from tasks.study_services import (
     study_clone,
     study_close,
     study_publish,
+    study_rater_sampling_set,
     study_threshold_set,
     user_is_researcher,
 )
@@ -73,9 +74,12 @@ class BundleForm(forms.Form):
     raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
     assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
     rater_sampling = forms.ChoiceField(choices=Study.RaterSampling.choices, initial=Study.RaterSampling.SAMPLED,
-                                       label="Raters are", help_text="Decides whether confidence intervals "
-                                       "include the raters (a crowd) or only the items (a fixed expert panel)")
+                                       required=False, label="Raters are", help_text="Decides whether confidence "
+                                       "intervals include the raters (a crowd) or only the items (a fixed expert panel)")
     settings = forms.CharField(required=False, initial="{}", help_text="Protocol settings as JSON, e.g. {\"qa\": true, \"agreement_threshold\": 0.5}")
+
+    def clean_rater_sampling(self) -> str:
+        return self.cleaned_data.get("rater_sampling") or Study.RaterSampling.SAMPLED
 
     def clean_settings(self) -> dict:
         try:
@@ -168,6 +172,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "research/dashboard.html#live", context)
     context["plots"] = plots_for(study)
     context["judge_scatter"] = dashboard.judge_scatter(study)
+    context["rater_sampling_choices"] = Study.RaterSampling.choices
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
     context["screen_reports"] = list(reports[:REPORTS_SHOWN])
     context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(
@@ -183,16 +188,20 @@ class ThresholdForm(forms.Form):
         required=False,
         help_text="α at or above this is shown as acceptable; empty = the site default",
     )
+    rater_sampling = forms.ChoiceField(choices=Study.RaterSampling.choices, required=False)
 
 
 @researcher_required
 @require_POST
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
-    """Change the study's analysis settings (the agreement threshold) from its dashboard."""
+    """Change the study's analysis settings (the agreement threshold, whether its raters are a sampled
+    crowd or a fixed panel) from its dashboard."""
     study = _get_study_for_user(request, slug)
     form = ThresholdForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Agreement threshold: " + " ".join(form.errors["agreement_threshold"]))
+        labels = {"agreement_threshold": "Agreement threshold", "rater_sampling": "Raters"}
+        messages.error(request, " ".join(f"{labels.get(name, name)}: {' '.join(errors)}"
+                                         for name, errors in form.errors.items()))
         return redirect("research-study", slug=study.slug)
     try:
         study = study_threshold_set(study=study, threshold=form.cleaned_data["agreement_threshold"])
@@ -201,6 +210,10 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         value = dashboard.study_threshold(study)
         messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
+    sampling = form.cleaned_data.get("rater_sampling")
+    if sampling and sampling != study.rater_sampling:
+        study = study_rater_sampling_set(study=study, rater_sampling=sampling)
+        messages.success(request, f"Raters of {study.slug}: {study.get_rater_sampling_display()}.")
     return redirect("research-study", slug=study.slug)
 
 
