@@ -203,15 +203,18 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, " ".join(f"{labels.get(name, name)}: {' '.join(errors)}"
                                          for name, errors in form.errors.items()))
         return redirect("research-study", slug=study.slug)
+    sampling = form.cleaned_data.get("rater_sampling")
+    sampling_changed = bool(sampling) and sampling != study.rater_sampling
+    before = study.settings.get("agreement_threshold")
     try:
         study = study_threshold_set(study=study, threshold=form.cleaned_data["agreement_threshold"])
     except StudyActionRefused as exc:
         messages.error(request, str(exc))
     else:
-        value = dashboard.study_threshold(study)
-        messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
-    sampling = form.cleaned_data.get("rater_sampling")
-    if sampling and sampling != study.rater_sampling:
+        if not sampling_changed or study.settings.get("agreement_threshold") != before:
+            value = dashboard.study_threshold(study)
+            messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
+    if sampling_changed:
         study = study_rater_sampling_set(study=study, rater_sampling=sampling)
         messages.success(request, f"Raters of {study.slug}: {study.get_rater_sampling_display()}.")
     return redirect("research-study", slug=study.slug)
