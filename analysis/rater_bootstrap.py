@@ -115,10 +115,12 @@ def _too_small(n_items: int, n_raters: int, *, kind: str, n_boot: int) -> Interv
 
 
 def multiplicities(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """``size`` x ``n`` counts of how often each of n units is drawn in n draws with replacement."""
+    """``size`` x ``n`` counts of how often each of n units is drawn in n draws with replacement
+    (multinomial(n, 1/n) rows, drawn as positions and counted: ~10x faster than rng.multinomial)."""
     if n == 0:
         return np.zeros((size, 0))
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(float)
+    draws = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+    return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
 
 
 def _chunks(n_boot: int, width: int) -> Iterable[int]:
@@ -338,6 +340,24 @@ def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _fixed_order_ranks(x: np.ndarray, order: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:func:`_weighted_ranks` of one vector ``x`` (sorted by ``order``) under every row of weights:
+    the sort and the runs of ties are shared, only the cumulative weights differ."""
+    xs = x[order]
+    ws = w[:, order]
+    cum = np.cumsum(ws, axis=1)
+    new_run = np.ones(len(xs), dtype=bool)
+    new_run[1:] = xs[1:] != xs[:-1]
+    starts = np.flatnonzero(new_run)
+    run_of = np.cumsum(new_run) - 1
+    ends = np.append(starts[1:], len(xs)) - 1
+    below = (cum - ws)[:, starts]
+    run_weight = cum[:, ends] - below
+    ranks = np.empty(w.shape)
+    ranks[:, order] = (below + (run_weight + 1.0) / 2.0)[:, run_of]
+    return ranks
+
+
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Pearson r of each row with frequency weights (rows: replicates); NaN if a side is constant."""
     total = w.sum(axis=-1, keepdims=True)
@@ -374,6 +394,7 @@ def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str
     x = judge.groupby(level=0).mean().reindex(items).to_numpy(float)
     if lower_is_better:
         x = -x
+    order = np.argsort(x, kind="stable")  # the judge's scores do not change between replicates
     sums = _matrix(rater_code, item_code, frame[value].to_numpy(float), (n_raters, len(items)))
     counts = _matrix(rater_code, item_code, np.ones(len(frame)), (n_raters, len(items)))
     rng = np.random.default_rng(seed)
@@ -388,7 +409,7 @@ def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str
         w = w * (n > 0)  # an item none of the drawn raters rated drops out of this replicate
         xs = np.broadcast_to(x, w.shape)
         pearson[done:done + size] = _weighted_pearson(xs, human, w)
-        spearman[done:done + size] = _weighted_pearson(_weighted_ranks(xs, w), _weighted_ranks(human, w), w)
+        spearman[done:done + size] = _weighted_pearson(_fixed_order_ranks(x, order, w), _weighted_ranks(human, w), w)
         done += size
     return {"spearman": percentile_interval(spearman, kind=kind, n_boot=n_boot),
             "pearson": percentile_interval(pearson, kind=kind, n_boot=n_boot)}
