@@ -359,58 +359,93 @@ def _fixed_order_ranks(x: np.ndarray, order: np.ndarray, w: np.ndarray) -> np.nd
 
 
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Pearson r of each row with frequency weights (rows: replicates); NaN if a side is constant."""
-    total = w.sum(axis=-1, keepdims=True)
+    """Pearson r of each row with frequency weights (rows: replicates); NaN if a side is constant.
+    From weighted sums (six passes, no centred copies): the arrays are replicates x items."""
+    total = w.sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mx = (w * x).sum(axis=-1, keepdims=True) / total
-        my = (w * y).sum(axis=-1, keepdims=True) / total
-        dx, dy = x - mx, y - my
-        sxy = (w * dx * dy).sum(axis=-1)
-        sxx = (w * dx * dx).sum(axis=-1)
-        syy = (w * dy * dy).sum(axis=-1)
+        wx, wy = w * x, w * y
+        sx, sy = wx.sum(axis=-1), wy.sum(axis=-1)
+        sxx = np.einsum("bi,bi->b", wx, x) - sx * sx / total
+        syy = np.einsum("bi,bi->b", wy, y) - sy * sy / total
+        sxy = np.einsum("bi,bi->b", wx, y) - sx * sy / total
         r = sxy / np.sqrt(sxx * syy)
-    # a side with (numerically) no spread has no correlation
-    flat_x = sxx <= 1e-20 * np.maximum(1.0, (w * x * x).sum(axis=-1))
-    flat_y = syy <= 1e-20 * np.maximum(1.0, (w * y * y).sum(axis=-1))
-    return np.where(flat_x | flat_y, np.nan, np.clip(r, -1.0, 1.0))
+        # a side with (numerically) no spread has no correlation
+        flat_x = sxx <= 1e-10 * np.maximum(1.0, sx * sx / total)
+        flat_y = syy <= 1e-10 * np.maximum(1.0, sy * sy / total)
+    return np.where(flat_x | flat_y | ~np.isfinite(r), np.nan, np.clip(r, -1.0, 1.0))
+
+
+class HumanReplicates:
+    """The human side of :func:`correlation_intervals` kept between calls: the resampled item
+    weights, human item means and their ranks depend on the ratings, the items, the seed and the
+    kind, not on the judge, so every judge compared on the same items reuses them. Holds at most
+    ``budget_bytes`` (oldest dropped first); a report keeps one for its judges section."""
+
+    def __init__(self, budget_bytes: int = 256 * 2**20) -> None:
+        self.budget = budget_bytes
+        self._store: dict[tuple, list] = {}
+
+    def get(self, key: tuple) -> list | None:
+        return self._store.get(key)
+
+    def put(self, key: tuple, chunks: list) -> None:
+        size = sum(a.nbytes for chunk in chunks for a in chunk)
+        if size > self.budget:
+            return
+        while self._store and sum(a.nbytes for c in self._store.values() for ch in c for a in ch) + size > self.budget:
+            self._store.pop(next(iter(self._store)))
+        self._store[key] = chunks
+
+
+def _human_chunks(frame: pd.DataFrame, item_code: np.ndarray, n_items: int, value: str, raters: bool, n_boot: int,
+                  seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per chunk of replicates: (item weights, human item means, their weighted ranks)."""
+    rater_code, n_raters = _codes(frame["rater"])
+    sums = _matrix(rater_code, item_code, frame[value].to_numpy(float), (n_raters, n_items))
+    counts = _matrix(rater_code, item_code, np.ones(len(frame)), (n_raters, n_items))
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for size in _chunks(n_boot, 4 * n_items + n_raters):
+        v = multiplicities(n_raters, size, rng) if raters else np.ones((size, n_raters))
+        w = multiplicities(n_items, size, rng)
+        total = (sums.T @ v.T).T
+        n = (counts.T @ v.T).T
+        human = np.where(n > 0, total / np.where(n > 0, n, 1.0), 0.0)
+        w = w * (n > 0)  # an item none of the drawn raters rated drops out of this replicate
+        chunks.append((w, human, _weighted_ranks(human, w)))
+    return chunks
 
 
 def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str, raters: bool = True,
-                          lower_is_better: bool = False, n_boot: int = 1000, seed: int = 0) -> dict[str, Interval]:
+                          lower_is_better: bool = False, n_boot: int = 1000, seed: int = 0,
+                          reuse: HumanReplicates | None = None) -> dict[str, Interval]:
     """Percentile 95 % intervals of the Spearman and Pearson correlation between a judge's score
     per item (``judge``: indexed by item) and the human item score (the mean of the item's
     ratings), resampling items and (``raters=True``) the raters behind the human means.
 
     ``lower_is_better`` negates the judge (a distance), as the report does. Items without a judge
-    score or without ratings are left out. Returns ``{"spearman": Interval, "pearson": Interval}``.
+    score or without ratings are left out. ``reuse``: human replicates kept from earlier calls on
+    the same ``ratings`` (see :class:`HumanReplicates`). Returns ``{"spearman": Interval,
+    "pearson": Interval}``.
     """
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna() & ratings["item"].isin(judge.index), ["rater", "item", value]]
     item_code, items = pd.factorize(frame["item"], sort=True)
-    rater_code, n_raters = _codes(frame["rater"])
-    small = _too_small(len(items), n_raters, kind=kind, n_boot=n_boot)
+    small = _too_small(len(items), frame["rater"].nunique(), kind=kind, n_boot=n_boot)
     if small is not None:
         return {"spearman": small, "pearson": small}
     x = judge.groupby(level=0).mean().reindex(items).to_numpy(float)
     if lower_is_better:
         x = -x
     order = np.argsort(x, kind="stable")  # the judge's scores do not change between replicates
-    sums = _matrix(rater_code, item_code, frame[value].to_numpy(float), (n_raters, len(items)))
-    counts = _matrix(rater_code, item_code, np.ones(len(frame)), (n_raters, len(items)))
-    rng = np.random.default_rng(seed)
-    spearman, pearson = np.empty(n_boot), np.empty(n_boot)
-    done = 0
-    for size in _chunks(n_boot, 4 * len(items) + n_raters):
-        v = multiplicities(n_raters, size, rng) if raters else np.ones((size, n_raters))
-        w = multiplicities(len(items), size, rng)
-        total = (sums.T @ v.T).T
-        n = (counts.T @ v.T).T
-        human = np.where(n > 0, total / np.where(n > 0, n, 1.0), 0.0)
-        w = w * (n > 0)  # an item none of the drawn raters rated drops out of this replicate
-        xs = np.broadcast_to(x, w.shape)
-        pearson[done:done + size] = _weighted_pearson(xs, human, w)
-        spearman[done:done + size] = _weighted_pearson(_fixed_order_ranks(x, order, w), _weighted_ranks(human, w), w)
-        done += size
+    key = (value, raters, n_boot, seed, len(frame), tuple(items))
+    chunks = reuse.get(key) if reuse is not None else None
+    if chunks is None:
+        chunks = _human_chunks(frame, item_code, len(items), value, raters, n_boot, seed)
+        if reuse is not None:
+            reuse.put(key, chunks)
+    spearman = np.concatenate([_weighted_pearson(_fixed_order_ranks(x, order, w), ranks, w) for w, _, ranks in chunks])
+    pearson = np.concatenate([_weighted_pearson(np.broadcast_to(x, w.shape), human, w) for w, human, _ in chunks])
     return {"spearman": percentile_interval(spearman, kind=kind, n_boot=n_boot),
             "pearson": percentile_interval(pearson, kind=kind, n_boot=n_boot)}
 

@@ -31,6 +31,7 @@ from analysis.correlation import KENDALL_VARIANTS, fisher_z_mean, model_level_ag
 from analysis.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
 from analysis.pairwise import pairwise_summary
+from analysis.rater_bootstrap import HumanReplicates
 from analysis.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
@@ -544,11 +545,13 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
     A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
     answer per item instead (:func:`_judge_qa`). ``raters``: the per-rater frame the human ceiling
     used, for the like-for-like comparison (:func:`analysis.ceiling.judge_vs_rest`);
-    ``judge_items`` and ``kendall``: see :func:`build_report`. Each per-model and pooled block gets
-    a 95 % interval of its Spearman and Pearson correlation over items, and over raters when the
-    study's raters are sampled (:func:`analysis.report_intervals.correlation_block`).
+    ``judge_items`` and ``kendall``: see :func:`build_report`. Each per-model block gets a 95 %
+    interval of its Spearman and Pearson correlation over items, and over raters when the study's
+    raters are sampled (:func:`analysis.report_intervals.correlation_block`). The pooled correlation
+    has none: over every item of the study it costs ten times a model's, on every page view.
     """
     sampled = is_sampled(report.get("rater_sampling", "sampled"))
+    reuse = HumanReplicates()  # every judge compared on the same items shares the human resamples
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
     for judge, frame in judged.groupby("judge", sort=True):
@@ -595,7 +598,7 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                     "n": int(row["n"]),
                     "vs_rest": vs_rest[0].get(row["model"]) if vs_rest else None,
                     **_correlation_interval(merged[merged["model"] == row["model"]], raters, hdim, sampled, lower,
-                                            reasons, mwhere, n_boot, seed),
+                                            reasons, mwhere, n_boot, seed, reuse),
                     **({"judge_dimension": jdim} if jdim != hdim else {}),
                 }
             pooled = per_group_correlations(merged.assign(_all="all"), judge="value", human="human", by=("_all",),
@@ -617,8 +620,6 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                 "pooled_spearman": _num(pooled["srcc"], reasons, f"{where}.pooled_spearman", pooled["reason"]),
                 "pooled": {name: _num(pooled[col]) for col, name in _CORR_KEYS.items()},
                 "n": int(len(merged)),
-                "pooled_interval": _correlation_interval(merged, raters, hdim, sampled, lower, reasons,
-                                                         f"{where}.pooled_interval", n_boot, seed),
                 "items": len(items),
                 "items_missing_other_dimensions": len(items - complete),
                 "models": int(table["srcc"].notna().sum()),
@@ -641,11 +642,12 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
 
 
 def _correlation_interval(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, sampled: bool, lower: bool,
-                          reasons: Reasons, where: str, n_boot: int, seed: int) -> dict:
+                          reasons: Reasons, where: str, n_boot: int, seed: int,
+                          reuse: HumanReplicates | None = None) -> dict:
     """``ci95`` (Spearman, Pearson) and ``interval`` of the judge's correlation on ``merged``'s items."""
     judged = raters[raters["item"].isin(set(merged["item"]))] if raters is not None else None
     block, why = correlation_block(judged, merged.set_index("item")["value"], hdim=hdim, sampled=sampled,
-                                   lower_is_better=lower, n_boot=n_boot, seed=seed)
+                                   lower_is_better=lower, n_boot=n_boot, seed=seed, reuse=reuse)
     reasons.add(f"{where}.ci95", why)
     return block
 

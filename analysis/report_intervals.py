@@ -22,8 +22,8 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.rater_bootstrap import (ITEMS, ITEMS_RATERS, Interval, agreement_intervals, correlation_intervals,
-                                      mean_intervals, pairwise_intervals)
+from analysis.rater_bootstrap import (ITEMS, ITEMS_RATERS, HumanReplicates, Interval, agreement_intervals,
+                                      correlation_intervals, mean_intervals, pairwise_intervals)
 
 SAMPLED, FIXED = "sampled", "fixed"
 JUDGEMENTS = "judgements"
@@ -113,17 +113,19 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
 
 
 def correlation_block(raters: pd.DataFrame | None, judge: pd.Series, *, hdim: str, sampled: bool,
-                      lower_is_better: bool, n_boot: int, seed: int) -> tuple[dict, str | None]:
+                      lower_is_better: bool, n_boot: int, seed: int, reuse: HumanReplicates | None = None
+                      ) -> tuple[dict, str | None]:
     """``({"ci95": {"spearman": [lo, hi], "pearson": [lo, hi]}, "interval": kind, ...}, reason)`` of a
     judge's correlation with the human item scores on the items of ``judge`` (indexed by item).
     ``raters``: the per-rater frame the human item scores average (``rater, item, <hdim>``); without
-    it (published MOS) there is no interval and the reason says so."""
+    it (published MOS) there is no interval and the reason says so. ``reuse``: human replicates
+    shared by the judges of one report (:class:`analysis.rater_bootstrap.HumanReplicates`)."""
     kind = _kind(sampled)
     if raters is None or hdim not in raters.columns or n_boot <= 0:
         why = "n_boot = 0: no bootstrap interval" if n_boot <= 0 else "no per-rater ratings: no interval"
         return {"ci95": {"spearman": None, "pearson": None}, "interval": kind}, why
     intervals = correlation_intervals(raters[["rater", "item", hdim]], judge, value=hdim, raters=sampled,
-                                      lower_is_better=lower_is_better, n_boot=n_boot, seed=seed)
+                                      lower_is_better=lower_is_better, n_boot=n_boot, seed=seed, reuse=reuse)
     reasons = [i.reason for i in intervals.values() if i.reason]
     return {
         "ci95": {name: interval.ci95 for name, interval in intervals.items()},

@@ -268,3 +268,21 @@ def test_multiplicities_are_draws_with_replacement_that_sum_to_n():
     assert (counts.sum(axis=1) == 7).all() and counts.min() >= 0
     assert counts.mean(axis=0) == pytest.approx(np.ones(7), abs=0.05)
     assert counts.var(axis=0) == pytest.approx(np.full(7, 6 / 7), rel=0.1)  # multinomial: n p (1 - p)
+
+
+def test_judges_on_the_same_items_reuse_the_human_resamples_and_get_the_same_intervals():
+    from analysis.rater_bootstrap import HumanReplicates
+
+    frame = _crowd(seed=17, items=50, pool=6)
+    rng = np.random.default_rng(1)
+    human = frame.groupby("item")["score"].mean()
+    reuse = HumanReplicates()
+    for _ in range(3):
+        judge = human + rng.normal(0, 0.7, len(human))
+        fresh = correlation_intervals(frame, judge, value="score", n_boot=200, seed=4)
+        shared = correlation_intervals(frame, judge, value="score", n_boot=200, seed=4, reuse=reuse)
+        assert shared == fresh
+    assert len(reuse._store) == 1
+    tiny = HumanReplicates(budget_bytes=1000)  # too small to keep anything: still the same answer
+    assert correlation_intervals(frame, judge, value="score", n_boot=200, seed=4, reuse=tiny) == fresh
+    assert not tiny._store
