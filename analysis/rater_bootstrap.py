@@ -481,7 +481,7 @@ def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_b
         weights = np.asarray(((w[:, item] * v[:, rater]) @ to_cells))
         wins, _ = _tallies(cells, weights, k, both_bad)
         rates.append(_win_rates(wins))
-        scores.append(bradley_terry(wins, prior=prior, tol=1e-8))  # 1e-8 in log-strength: far below any CI width
+        scores.append(bradley_terry(wins, prior=prior))  # the point estimate's tolerance: a degenerate interval holds it
     rate_reps, score_reps = np.concatenate(rates), np.concatenate(scores)
     return {m: {"win_rate": percentile_interval(rate_reps[:, j], kind=kind, n_boot=n_boot),
                 "bt": percentile_interval(score_reps[:, j], kind=kind, n_boot=n_boot)}
