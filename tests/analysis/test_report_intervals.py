@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.core.management import call_command
 
 from analysis.report import build_report
 from analysis.zmos import mos_from_item_scores
@@ -29,7 +30,7 @@ def test_a_new_study_samples_its_raters_and_an_imported_imagenhub_study_has_a_fi
     assert study.rater_sampling == "fixed"
 
 
-def test_fixed_raters_keep_the_published_item_intervals_and_say_so(tmp_path):
+def test_fixed_raters_keep_the_published_item_intervals_and_say_so(tmp_path, capsys):
     study, _ = _judged_study(tmp_path, n_items=12)
     report = build_report(study, n_boot=200)
     assert report["rater_sampling"] == "fixed"
@@ -41,6 +42,8 @@ def test_fixed_raters_keep_the_published_item_intervals_and_say_so(tmp_path):
     assert "ci95_items" not in block
     judge = report["models"]["A"]["judges"]["j"]["SC"]
     assert judge["interval"] == "items" and len(judge["ci95"]["spearman"]) == 2
+    call_command("report", study.slug, "--n-boot", "20")
+    assert "95% intervals resample items only" in capsys.readouterr().out
 
 
 def test_sampled_raters_get_rater_inclusive_intervals_beside_the_item_ones(tmp_path):
