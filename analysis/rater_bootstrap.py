@@ -381,7 +381,7 @@ class HumanReplicates:
     kind, not on the judge, so every judge compared on the same items reuses them. Holds at most
     ``budget_bytes`` (oldest dropped first); a report keeps one for its judges section."""
 
-    def __init__(self, budget_bytes: int = 256 * 2**20) -> None:
+    def __init__(self, budget_bytes: int = 128 * 2**20) -> None:
         self.budget = budget_bytes
         self._store: dict[tuple, list] = {}
 

@@ -124,7 +124,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "judge_items": judge_items,
         "kendall": f"tau-{kendall}",
         # sampled (a crowd): intervals resample items and raters; fixed (experts): items only
-        "rater_sampling": getattr(study, "rater_sampling", "sampled"),
+        "rater_sampling": study.rater_sampling,
         "models": {},
         "study_level": {},
         "judges": {},
