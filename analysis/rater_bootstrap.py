@@ -11,8 +11,9 @@ module resamples both, independently, as Owen (2007, "The pigeonhole bootstrap",
   multiplicities ``V[b, r]`` (raters drawn with replacement), and the rating of item i by rater r
   counts ``W[b, i] * V[b, r]`` times;
 * the statistic is recomputed on that weighted data and the interval is the 2.5 / 97.5 percentiles
-  of the replicates. Percentiles never leave the statistic's range (a mean of 0-1 scores stays in
-  0-1, alpha stays <= 1), unlike a normal or t interval.
+  of the replicates, moved outwards when there are few raters (:func:`tail_share`: G = min(items,
+  raters) clusters, t with G - 1 degrees of freedom). Percentiles never leave the statistic's
+  range (a mean of 0-1 scores stays in 0-1, alpha stays <= 1), unlike a normal or t interval.
 
 Owen shows the variance this bootstrap gives for a mean is the crossed-random-effects variance
 plus one extra copy of the residual's share, so it errs on the wide side (never the narrow one)
@@ -48,7 +49,7 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
+from scipy import sparse, stats
 
 from analysis.agreement import SNAP_DECIMALS, _alpha_from_sums
 from analysis.pairwise import OUTCOMES, _tallies, _win_rates, bradley_terry
@@ -89,8 +90,25 @@ def kind_of(raters: bool) -> str:
     return ITEMS_RATERS if raters else ITEMS
 
 
-def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int) -> Interval:
-    """The 2.5 / 97.5 percentiles of the finite replicates; none when fewer than half are finite."""
+def tail_share(clusters: int | None) -> float:
+    """The share of replicates cut off in each tail: 0.025, or for the rater-inclusive interval
+    with G = min(items, raters) clusters, the normal tail of t(G - 1, 0.975) * sqrt(G / (G - 1)).
+
+    With few raters the percentile bootstrap is too narrow twice over: resampled clusters vary
+    (G - 1)/G as much as the population, and the estimate's spread is a t with G - 1 degrees of
+    freedom, not a normal (the cluster-robust convention: Cameron & Miller 2015, section VI). The
+    interval stays a percentile interval (inside the statistic's range), with wider percentiles:
+    10 raters cut 0.86 % per tail, 30 raters 1.9 %, 3 raters keep the extreme replicates.
+    """
+    if clusters is None or clusters < 2:
+        return 0.025
+    z = stats.t.ppf(0.975, clusters - 1) * np.sqrt(clusters / (clusters - 1))
+    return float(stats.norm.cdf(-z))
+
+
+def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int, clusters: int | None = None) -> Interval:
+    """The 2.5 / 97.5 percentiles of the finite replicates (wider for few ``clusters``, see
+    :func:`tail_share`); none when fewer than half are finite."""
     replicates = np.asarray(replicates, dtype=float)
     finite = replicates[np.isfinite(replicates)]
     undefined = int(n_boot - len(finite))
@@ -99,7 +117,8 @@ def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int) -> In
     if len(finite) < max(2, n_boot // 2):
         return Interval(None, None, kind, undefined, n_boot,
                         f"bootstrap CI undefined: only {len(finite)} of {n_boot} resamples had a defined value")
-    low, high = np.percentile(finite, [2.5, 97.5])
+    tail = tail_share(clusters if kind == ITEMS_RATERS else None)
+    low, high = np.percentile(finite, [100 * tail, 100 * (1 - tail)])
     return Interval(float(low), float(high), kind, undefined, n_boot)
 
 
@@ -166,7 +185,11 @@ def mean_intervals(ratings: pd.DataFrame, *, value: str, group: str = "model", e
                    raters: bool = True, n_boot: int = 1000, seed: int = 0) -> dict:
     """Percentile 95 % interval of each group's mean (see :func:`mean_replicates`): ``{group: Interval}``."""
     kind = kind_of(raters)
-    return {name: reps if isinstance(reps, Interval) else percentile_interval(reps, kind=kind, n_boot=n_boot)
+    rated = ratings[ratings[value].notna()]
+    clusters = np.minimum(rated.groupby(group, observed=True)["item"].nunique(),
+                          rated.groupby(group, observed=True)["rater"].nunique())
+    return {name: reps if isinstance(reps, Interval) else
+            percentile_interval(reps, kind=kind, n_boot=n_boot, clusters=int(clusters[name]))
             for name, reps in mean_replicates(ratings, value=value, group=group, estimator=estimator, raters=raters,
                                               n_boot=n_boot, seed=seed).items()}
 
@@ -312,7 +335,9 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
         for name, reps in agreement_statistics(unit, v[:, rater], category, categories, w, n_units).items():
             replicates[name][done:done + size] = reps
         done += size
-    return values, {name: percentile_interval(reps, kind=kind, n_boot=n_boot) for name, reps in replicates.items()}
+    clusters = min(n_units, n_raters)
+    return values, {name: percentile_interval(reps, kind=kind, n_boot=n_boot, clusters=clusters)
+                    for name, reps in replicates.items()}
 
 
 # ------------------------------------------------------------------ judge-human correlation
@@ -446,8 +471,9 @@ def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str
             reuse.put(key, chunks)
     spearman = np.concatenate([_weighted_pearson(_fixed_order_ranks(x, order, w), ranks, w) for w, _, ranks in chunks])
     pearson = np.concatenate([_weighted_pearson(np.broadcast_to(x, w.shape), human, w) for w, human, _ in chunks])
-    return {"spearman": percentile_interval(spearman, kind=kind, n_boot=n_boot),
-            "pearson": percentile_interval(pearson, kind=kind, n_boot=n_boot)}
+    clusters = min(len(items), int(frame["rater"].nunique()))
+    return {"spearman": percentile_interval(spearman, kind=kind, n_boot=n_boot, clusters=clusters),
+            "pearson": percentile_interval(pearson, kind=kind, n_boot=n_boot, clusters=clusters)}
 
 
 # ------------------------------------------------------------------ pairwise
@@ -483,8 +509,9 @@ def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_b
         rates.append(_win_rates(wins))
         scores.append(bradley_terry(wins, prior=prior))  # the point estimate's tolerance: a degenerate interval holds it
     rate_reps, score_reps = np.concatenate(rates), np.concatenate(scores)
-    return {m: {"win_rate": percentile_interval(rate_reps[:, j], kind=kind, n_boot=n_boot),
-                "bt": percentile_interval(score_reps[:, j], kind=kind, n_boot=n_boot)}
+    clusters = min(n_items, n_raters)
+    return {m: {"win_rate": percentile_interval(rate_reps[:, j], kind=kind, n_boot=n_boot, clusters=clusters),
+                "bt": percentile_interval(score_reps[:, j], kind=kind, n_boot=n_boot, clusters=clusters)}
             for j, m in enumerate(models)}
 
 

@@ -286,3 +286,17 @@ def test_judges_on_the_same_items_reuse_the_human_resamples_and_get_the_same_int
     tiny = HumanReplicates(budget_bytes=1000)  # too small to keep anything: still the same answer
     assert correlation_intervals(frame, judge, value="score", n_boot=200, seed=4, reuse=tiny) == fresh
     assert not tiny._store
+
+
+def test_few_raters_widen_the_percentiles_as_a_t_with_g_minus_1_degrees_of_freedom():
+    from analysis.rater_bootstrap import percentile_interval, tail_share
+
+    z = stats.t.ppf(0.975, 9) * np.sqrt(10 / 9)
+    assert tail_share(10) == pytest.approx(stats.norm.cdf(-z)) and tail_share(None) == 0.025
+    assert tail_share(10) < tail_share(30) < tail_share(1000) < 0.025
+    replicates = np.random.default_rng(0).normal(size=4000)
+    items = percentile_interval(replicates, kind=ITEMS, n_boot=4000, clusters=10)
+    both = percentile_interval(replicates, kind=ITEMS_RATERS, n_boot=4000, clusters=10)
+    assert (items.low, items.high) == tuple(np.percentile(replicates, [2.5, 97.5]))  # item intervals: as ever
+    assert both.low < items.low and both.high > items.high
+    assert both.low >= replicates.min() and both.high <= replicates.max()  # still percentiles: in range
