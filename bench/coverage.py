@@ -1,6 +1,6 @@
 """Coverage of 95 % intervals with known truth: item-only vs items+raters (analysis.rater_bootstrap).
 
-    .venv/bin/python -m bench.coverage [--reps 300] [--n-boot 400] [--seed 0] [--scenarios pool,spammers]
+    .venv/bin/python -m bench.coverage [--reps 200] [--n-boot 400] [--seed 0] [--scenarios pool,spammers]
 
 No database, no Django: data are simulated, the truth is the estimand over the population of
 items *and* raters, computed once per scenario from a very large simulated study (Monte Carlo).
@@ -25,10 +25,10 @@ Pairwise scenarios (``pairwise_sd0.4``, ``pairwise_sd0.8``): 4 models with log-s
 -0.6, -0.2, 0.2, 0.6; 150 comparisons (a random pair of models on a prompt with its own
 deviations, sd 0.3), each judged by 3 raters of a panel of 10 drawn from the crowd; a rater's own
 strengths deviate from the population's by N(0, sd). Statistics: win rate and Bradley–Terry score
-per model. The truth is the BT fit / win rate of a study with 200,000 judgements by fresh raters.
+per model. The truth is the BT fit / win rate of a study with 210,000 judgements by fresh raters.
 
-Coverage is the share of replications (and models) whose interval contains the truth; with 300
-replications its standard error is about 0.013 at 0.95 (per model; models share replications).
+Coverage is the share of replications (and models) whose interval contains the truth; with 200
+replications its standard error is about 0.015 at 0.95 (per model; models share replications).
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
+    parser.add_argument("--reps", type=int, default=200, help="simulated studies per scenario")
     parser.add_argument("--n-boot", type=int, default=400, help="bootstrap replicates per interval")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, default: all")
