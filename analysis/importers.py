@@ -244,6 +244,8 @@ def _ensure_study(slug: str, *, protocol: str, task_type: str, title: str, rater
         raters_per_item=max(1, raters_per_item),
         assignment_mode=Study.AssignmentMode.WHOLE_SET,
         state=Study.State.CLOSED,  # imported data: nobody is asked to rate it here
+        # ImagenHub's raters are its fixed expert panel: its intervals stay over items, as published
+        rater_sampling=Study.RaterSampling.FIXED if protocol == protocols.IMAGENHUB else Study.RaterSampling.SAMPLED,
     )
     try:
         study.full_clean()

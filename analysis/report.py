@@ -34,6 +34,8 @@ from analysis.importers import HUMAN_REFERENCE
 from analysis.judge_comparisons import JudgeBlock, compare_judges, yes_no_intervals
 from analysis.model_comparisons import compare_bradley_terry, compare_models
 from analysis.pairwise import pairwise_summary
+from analysis.rater_bootstrap import HumanReplicates
+from analysis.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
 from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.screening import mos_with_and_without_screening, screen_observers
 from analysis.subject_report import attach_items, fit_dimensions, section as subject_section
@@ -145,6 +147,8 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "judge_items": judge_items,
         "kendall": f"tau-{kendall}",
         "conventions": {"name": conventions, "differences": DIFFERENCES if conventions == "viescore" else []},
+        # sampled (a crowd): intervals resample items and raters; fixed (experts): items only
+        "rater_sampling": study.rater_sampling,
         "models": {},
         "study_level": {},
         "judges": {},
@@ -348,6 +352,9 @@ def _imagenhub_section(ratings: pd.DataFrame, report: dict, reasons: Reasons, *,
         subject = background.submit(fit_dimensions, ratings, dims)
         _agreement_and_ceiling(agreement, dims, report, reasons, ratings, n_boot=n_boot, frames=frames)
         _put_subject_model(subject, report, frames)
+    put_rating_intervals(report, reasons.add, mos_frame=ratings, agreement_frame=ratings, dims=dims,
+                         sampled=is_sampled(report["rater_sampling"]), estimator="rater_means", n_boot=n_boot,
+                         seed=seed)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
 
 
@@ -433,7 +440,7 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
         screening = background.submit(_screening, ratings, dims, codes, zscored)
         subject = background.submit(fit_dimensions, ratings, dims, codes)
         items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
-                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames)
+                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed)
         _put_screening(screening.result(), report)
         _put_subject_model(subject, report, frames)
     return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
@@ -441,7 +448,7 @@ def _evalmi_section(study: Study, ratings: pd.DataFrame, scores: pd.DataFrame | 
 
 def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
                     reasons: Reasons, include_excluded: bool, *, n_boot: int, codes: RatingCodes,
-                    zscored: dict[str, pd.DataFrame], frames: dict | None = None
+                    zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0
                     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
     item, wide; human yes/no per item). ``codes``: the ratings' codes; ``zscored``: :func:`_zscores`."""
@@ -479,6 +486,9 @@ def _evalmi_figures(study: Study, ratings: pd.DataFrame, dims: list[str], agreem
         ).dropna(subset=dims, how="all")
     _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
                            ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
+    put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
+                         sampled=is_sampled(report["rater_sampling"]), estimator="item_means", n_boot=n_boot,
+                         seed=seed)
     return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 
@@ -567,6 +577,12 @@ def _evalmi_reference(reference: pd.DataFrame, report: dict, reasons: Reasons) -
             block["alpha_ci95"] = {level: None for level in LEVELS}
             entry["dimensions"][dim] = block
         report["models"][str(model)] = entry
+    for entry in report["models"].values():
+        for block in entry["dimensions"].values():
+            block["intervals"] = {"ci95": "items"}  # no per-rater ratings: nothing to resample raters from
+    if is_sampled(report["rater_sampling"]):
+        reasons.add("models.*.dimensions.*.ci95", "published MOS has no per-rater ratings: the interval resamples "
+                    "items only although the study's raters are sampled")
     for key in ("raters", "dimensions.*.std_between_raters", "dimensions.*.alpha", "dimensions.*.fleiss_kappa",
                 "dimensions.*.human_ceiling"):
         reasons.add(f"models.*.{key}", per_rater)
@@ -592,8 +608,13 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
     ``judge_items`` and ``kendall``: see :func:`build_report`. ``n_boot`` > 0 adds bootstrap intervals
     to every correlation and the paired comparisons (:func:`_put_comparisons`); ``average`` is how
     they average over models ("fisher", or "tanh_mean" under VIEScore's conventions).
+    Each per-model block also gets ``ci95`` (Spearman, Pearson) over items, and over raters when the
+    study's raters are sampled (:func:`analysis.report_intervals.correlation_block`); the pooled
+    correlation has none (over every item of the study it costs ten times a model's, on every view).
     """
     blocks: list[JudgeBlock] = []
+    sampled = is_sampled(report.get("rater_sampling", "sampled"))
+    reuse = HumanReplicates()  # every judge compared on the same items shares the human resamples
     judged = scores[scores["role"] != HUMAN_REFERENCE]
     human_dims = list(dict.fromkeys(human["dimension"]))
     for judge, frame in judged.groupby("judge", sort=True):
@@ -642,6 +663,8 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
                                           row["logistic_reason"] or row["reason"]),
                     "n": int(row["n"]),
                     "vs_rest": vs_rest[0].get(row["model"]) if vs_rest else None,
+                    **_correlation_interval(merged[merged["model"] == row["model"]], raters, hdim, sampled, lower,
+                                            reasons, mwhere, n_boot, seed, reuse),
                     **({"judge_dimension": jdim} if jdim != hdim else {}),
                 }
             pooled = per_group_correlations(merged.assign(_all="all"), judge="value", human="human", by=("_all",),
@@ -708,6 +731,17 @@ def _put_comparisons(report: dict, reasons: Reasons, blocks: list, raters: pd.Da
                 summary[name] = found[name]
             summary["bootstrap_undefined_share"] = found.get("bootstrap_undefined_share", {})
     report["judge_comparisons"] = {key: result[key] for key in ("method", "n_boot", "average", "comparisons")}
+
+
+def _correlation_interval(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, sampled: bool, lower: bool,
+                          reasons: Reasons, where: str, n_boot: int, seed: int,
+                          reuse: HumanReplicates | None = None) -> dict:
+    """``ci95`` (Spearman, Pearson) and ``interval`` of the judge's correlation on ``merged``'s items."""
+    judged = raters[raters["item"].isin(set(merged["item"]))] if raters is not None else None
+    block, why = correlation_block(judged, merged.set_index("item")["value"], hdim=hdim, sampled=sampled,
+                                   lower_is_better=lower, n_boot=n_boot, seed=seed, reuse=reuse)
+    reasons.add(f"{where}.ci95", why)
+    return block
 
 
 def _judge_vs_rest(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, lower: bool, reasons: Reasons,
@@ -830,6 +864,8 @@ def _pairwise_section(study: Study, report: dict, reasons: Reasons, include_excl
             "both_bad_rate": _num(row["both_bad_rate"]),
             "dimensions": {}, "qa_accuracy": None, "judges": {},
         }
+    put_pairwise_intervals(report, reasons.add, frame, sampled=is_sampled(report["rater_sampling"]), n_boot=n_boot,
+                           seed=seed)
     # Agreement on the preference itself (nominal: A / B / tie / both_bad of the same comparison).
     codes = frame.assign(code=frame["preference"].map({p: k for k, p in enumerate(protocols.PAIRWISE_CHOICES)}))
     table = agreement_table(codes.rename(columns={"comparison": "item"}).drop(columns=["model_a", "model_b"]),

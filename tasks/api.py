@@ -49,7 +49,7 @@ class StudyOutput(serializers.ModelSerializer):
         model = Study
         fields = [
             "slug", "title", "protocol", "task_type", "state", "instructions", "raters_per_item",
-            "assignment_mode", "settings", "owners", "items", "ratings", "created_at",
+            "assignment_mode", "rater_sampling", "settings", "owners", "items", "ratings", "created_at",
         ]
 
 
@@ -109,6 +109,7 @@ class StudyListCreate(APIView):
         instructions = serializers.CharField(required=False, allow_blank=True, default="")
         raters_per_item = serializers.IntegerField(min_value=1, max_value=100, default=3)
         assignment_mode = serializers.ChoiceField(choices=Study.AssignmentMode.choices, default="balanced")
+        rater_sampling = serializers.ChoiceField(choices=Study.RaterSampling.choices, default="sampled")
         settings = serializers.CharField(required=False, allow_blank=True, default="{}", help_text="JSON object")
 
         def validate_settings(self, value: str) -> dict:

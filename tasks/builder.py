@@ -231,6 +231,7 @@ class StudySpec:
     instructions: str = ""
     raters_per_item: int = 3
     assignment_mode: str = Study.AssignmentMode.BALANCED
+    rater_sampling: str = Study.RaterSampling.SAMPLED
     settings: dict = field(default_factory=dict)
     completion_code: str = ""
     completion_url: str = ""
@@ -556,6 +557,8 @@ def check_spec(spec: StudySpec, problems: list[Problem]) -> None:
         problems.append(Problem("the study needs a task type", file="study"))
     if not 1 <= int(spec.raters_per_item) <= 100:
         problems.append(Problem("raters per item must be between 1 and 100", file="study"))
+    if spec.rater_sampling not in Study.RaterSampling.values:
+        problems.append(Problem(f"raters must be one of: {', '.join(Study.RaterSampling.values)}", file="study"))
 
 
 def _merge_instance(planned: PlannedInstance, row: ManifestRow, file: str, problems: list[Problem]) -> None:
@@ -791,6 +794,7 @@ def _create_study(plan: BundlePlan, stored: dict[str, StoredImage], *, owner) ->
         instructions=spec.instructions,
         raters_per_item=spec.raters_per_item,
         assignment_mode=spec.assignment_mode,
+        rater_sampling=spec.rater_sampling,
         settings=spec.settings,
         completion_code=spec.completion_code,
         completion_url=spec.completion_url,

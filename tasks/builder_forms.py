@@ -47,6 +47,9 @@ class BundleForm(forms.Form):
     instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     raters_per_item = forms.IntegerField(min_value=1, max_value=100, initial=3)
     assignment_mode = forms.ChoiceField(choices=Study.AssignmentMode.choices, initial=Study.AssignmentMode.BALANCED)
+    rater_sampling = forms.ChoiceField(choices=Study.RaterSampling.choices, initial=Study.RaterSampling.SAMPLED,
+                                       required=False, label="Raters are", help_text="Decides whether confidence "
+                                       "intervals include the raters (a crowd) or only the items (a fixed expert panel)")
 
     # protocol settings
     gold_share = forms.FloatField(required=False, min_value=0, max_value=0.99, initial=0.0, label="Hidden gold share",
@@ -133,8 +136,11 @@ class BundleForm(forms.Form):
         data["settings"] = applicable_settings(protocol, task_type, settings)
         return data
 
+    def clean_rater_sampling(self) -> str:
+        return self.cleaned_data.get("rater_sampling") or Study.RaterSampling.SAMPLED
+
     def spec_fields(self) -> dict:
         """The StudySpec keyword arguments (the bundle apart)."""
         data = self.cleaned_data
         return {name: data[name] for name in ("slug", "title", "protocol", "task_type", "instructions",
-                                              "raters_per_item", "assignment_mode", "settings")}
+                                              "raters_per_item", "assignment_mode", "rater_sampling", "settings")}

@@ -59,6 +59,10 @@ class Study(models.Model):
         OPEN = "open", "Open"
         CLOSED = "closed", "Closed"
 
+    class RaterSampling(models.TextChoices):
+        SAMPLED = "sampled", "Sampled (a crowd): intervals resample items and raters"
+        FIXED = "fixed", "Fixed (experts): intervals resample items only"
+
     slug = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
     protocol = models.CharField(max_length=16, choices=Protocol.choices)
@@ -70,6 +74,11 @@ class Study(models.Model):
     raters_per_item = models.PositiveSmallIntegerField(default=3)
     assignment_mode = models.CharField(max_length=16, choices=AssignmentMode.choices, default=AssignmentMode.BALANCED)
     state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
+    rater_sampling = models.CharField(
+        max_length=8, choices=RaterSampling.choices, default=RaterSampling.SAMPLED,
+        help_text="Are the raters a sample of a crowd (intervals include the raters' luck) or the fixed panel "
+                  "whose verdict defines quality (intervals over items only)?",
+    )
     units_per_session = models.PositiveSmallIntegerField(
         default=10,
         help_text="Screens a rater gets per session in balanced mode (items, EvalMi trials or comparisons)",

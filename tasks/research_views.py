@@ -37,6 +37,7 @@ from tasks.study_services import (
     study_clone,
     study_close,
     study_publish,
+    study_rater_sampling_set,
     study_threshold_set,
     user_is_researcher,
 )
@@ -158,6 +159,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     context["card_rows"] = card_rows(latest.card) if latest and latest.card else []
     context["judge_scatter"] = dashboard.judge_scatter(study)
     context["planning"] = planning_page.card(study, request.GET)
+    context["rater_sampling_choices"] = Study.RaterSampling.choices
     reports = ScreenReport.objects.filter(study=study).select_related("rater__user")
     context["screen_reports"] = list(reports[:REPORTS_SHOWN])
     context["screen_reports_total"] = reports.count() if len(context["screen_reports"]) == REPORTS_SHOWN else len(
@@ -180,24 +182,35 @@ class ThresholdForm(forms.Form):
         required=False,
         help_text="α at or above this is shown as acceptable; empty = the site default",
     )
+    rater_sampling = forms.ChoiceField(choices=Study.RaterSampling.choices, required=False)
 
 
 @researcher_required
 @require_POST
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
-    """Change the study's analysis settings (the agreement threshold) from its dashboard."""
+    """Change the study's analysis settings (the agreement threshold, whether its raters are a sampled
+    crowd or a fixed panel) from its dashboard."""
     study = _get_study_for_user(request, slug)
     form = ThresholdForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Agreement threshold: " + " ".join(form.errors["agreement_threshold"]))
+        labels = {"agreement_threshold": "Agreement threshold", "rater_sampling": "Raters"}
+        messages.error(request, " ".join(f"{labels.get(name, name)}: {' '.join(errors)}"
+                                         for name, errors in form.errors.items()))
         return redirect("research-study", slug=study.slug)
+    sampling = form.cleaned_data.get("rater_sampling")
+    sampling_changed = bool(sampling) and sampling != study.rater_sampling
+    before = study.settings.get("agreement_threshold")
     try:
         study = study_threshold_set(study=study, threshold=form.cleaned_data["agreement_threshold"])
     except StudyActionRefused as exc:
         messages.error(request, str(exc))
     else:
-        value = dashboard.study_threshold(study)
-        messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
+        if not sampling_changed or study.settings.get("agreement_threshold") != before:
+            value = dashboard.study_threshold(study)
+            messages.success(request, f"Agreement threshold for {study.slug} is now {value:g}.")
+    if sampling_changed:
+        study = study_rater_sampling_set(study=study, rater_sampling=sampling)
+        messages.success(request, f"Raters of {study.slug}: {study.get_rater_sampling_display()}.")
     return redirect("research-study", slug=study.slug)
 
 

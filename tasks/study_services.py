@@ -108,6 +108,17 @@ def study_threshold_set(*, study: Study, threshold: float | None) -> Study:
     return study
 
 
+@transaction.atomic
+def study_rater_sampling_set(*, study: Study, rater_sampling: str) -> Study:
+    """Declare the study's raters a sampled crowd (intervals resample items and raters) or a fixed
+    panel (items only). Like the threshold it changes only the analysis, so any state may change it."""
+    if rater_sampling not in Study.RaterSampling.values:
+        raise StudyActionRefused(f"raters must be one of: {', '.join(Study.RaterSampling.values)}")
+    Study.objects.filter(pk=study.pk).update(rater_sampling=rater_sampling)
+    study.refresh_from_db(fields=["rater_sampling"])
+    return study
+
+
 def _free_slug(base: str) -> str:
     base = slugify(base)[:90] or "study"
     slug, n = base, 2
@@ -134,6 +145,7 @@ def study_clone(*, study: Study, slug: str | None = None, title: str | None = No
         instructions=study.instructions,
         raters_per_item=study.raters_per_item,
         assignment_mode=study.assignment_mode,
+        rater_sampling=study.rater_sampling,
         settings=dict(study.settings),
         completion_code="",
         completion_url=study.completion_url,

@@ -203,3 +203,20 @@ def test_study_counts_never_join_items_and_ratings_in_one_statement(world):
     for query in [*listing.captured_queries, *detail.captured_queries]:
         sql = query["sql"]
         assert not ('JOIN "tasks_item"' in sql and 'JOIN "tasks_rating"' in sql), sql
+
+
+def test_a_researcher_can_declare_the_raters_a_fixed_panel_and_the_api_shows_it(world):
+    client = _client(world["researcher"])
+    response = client.post(
+        "/api/studies/",
+        {"bundle": text_to_image_bundle(), "slug": "experts", "title": "Experts", "protocol": "imagenhub",
+         "task_type": "text_to_image", "rater_sampling": "fixed"},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["rater_sampling"] == "fixed"
+    assert client.get("/api/studies/mine/").json()["rater_sampling"] == "sampled"
+    refused = client.post("/api/studies/", {"bundle": text_to_image_bundle(), "slug": "odd", "title": "Odd",
+                                            "protocol": "imagenhub", "task_type": "text_to_image",
+                                            "rater_sampling": "random"}, format="multipart")
+    assert refused.status_code == 400 and "rater_sampling" in refused.json()

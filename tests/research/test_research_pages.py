@@ -280,3 +280,21 @@ def test_a_pairwise_study_has_no_plot_route_that_answers(client, researcher):
     client.force_login(researcher)
     for name in ("histograms", "sc-pq", "mos", "alpha"):
         assert client.get(reverse("research-plot", args=[pairwise.slug, name])).status_code == 404, name
+
+
+def test_a_researcher_declares_the_raters_a_fixed_panel_and_the_leaderboard_says_which_intervals_it_shows(
+        client, study, researcher):
+    client.force_login(researcher)
+    assert study.rater_sampling == "sampled"
+    board = client.get(reverse("research-leaderboard", args=[study.slug])).content.decode()
+    assert "items and raters" in board and 'title="items resampled, raters fixed"' in board
+    response = client.post(reverse("research-study-settings", args=[study.slug]),
+                           {"agreement_threshold": "", "rater_sampling": "fixed"}, follow=True)
+    assert "Raters of t2i: Fixed (experts)" in response.content.decode()
+    study.refresh_from_db()
+    assert study.rater_sampling == "fixed"
+    board = client.get(reverse("research-leaderboard", args=[study.slug])).content.decode()
+    assert "items only" in board and 'title="items resampled, raters fixed"' not in board
+    client.post(reverse("research-study-settings", args=[study.slug]), {"rater_sampling": "everyone"})
+    study.refresh_from_db()
+    assert study.rater_sampling == "fixed"  # an unknown choice changes nothing

@@ -74,6 +74,11 @@ def render_text(report: dict) -> str:
     lines = [f"{report['study']} ({report['protocol']}, {report['task_type']}) — human source: {report['human_source']}"]
     level = report["study_level"]
     lines.append("  ".join(f"{k}: {level[k]}" for k in ("models", "items", "raters", "ratings", "comparisons") if k in level))
+    if report.get("rater_sampling") == "fixed":
+        lines.append("95% intervals resample items only (the raters are a fixed panel)")
+    else:
+        lines.append("95% intervals resample items and raters (the raters are a sampled crowd; see --json "
+                     "'intervals' for each)")
     models = report["models"]
     if report["protocol"] == "pairwise":
         lines.append(f"{'model':<24}{'n':>6}{'win rate':>10}{'95% CI':>16}{'BT':>8}{'95% CI':>18}{'both bad':>10}")

@@ -1,0 +1,519 @@
+"""Intervals that include the raters: the two-way ("pigeonhole") bootstrap of items and raters.
+
+Every other interval in the report resamples items only. That is right when the raters are
+*fixed* (three experts whose verdict is the study's definition of quality, as ImagenHub) and too
+narrow when they are a *sample* of a crowd: a model's mean then carries the luck of which raters
+came, and every item they rated shares it. Items and raters are crossed random factors, so this
+module resamples both, independently, as Owen (2007, "The pigeonhole bootstrap", Ann. Appl. Stat.
+1(2)) proposes for crossed data:
+
+* replicate b draws item multiplicities ``W[b, i]`` (items drawn with replacement) and rater
+  multiplicities ``V[b, r]`` (raters drawn with replacement), and the rating of item i by rater r
+  counts ``W[b, i] * V[b, r]`` times;
+* the statistic is recomputed on that weighted data and the interval is the 2.5 / 97.5 percentiles
+  of the replicates, moved outwards when there are few raters (:func:`tail_share`: G = min(items,
+  raters) clusters, t with G - 1 degrees of freedom). Percentiles never leave the statistic's
+  range (a mean of 0-1 scores stays in 0-1, alpha stays <= 1), unlike a normal or t interval.
+
+Owen shows the variance this bootstrap gives for a mean is the crossed-random-effects variance
+plus one extra copy of the residual's share, so it errs on the wide side (never the narrow one)
+and needs no variance-component fit; :func:`crossed_mean_variance` is that closed form, which the
+tests use as the oracle. A mixed model (statsmodels ``MixedLM`` with crossed variance components)
+gives nearly the same width for a mean in a balanced design, but has no answer for alpha, a
+rank correlation or Bradley–Terry and fits for seconds on ImagenHub-sized data: the bootstrap is
+one method for every statistic.
+
+Kinds of interval (the report says which each number has): ``"items"`` (raters fixed: ``V = 1``,
+the usual bootstrap over items) and ``"items+raters"``. With ``raters=False`` the functions here
+are an item bootstrap of the same statistics, so a fixed-rater study and a crowd study are
+computed by the same code.
+
+Agreement with duplicated raters: drawing a rater twice must not make them agree with themselves,
+so alpha, kappa and agreement count only pairs of *different* raters, each pair weighted
+``V[a] * V[b]`` (:func:`agreement_intervals`). With every weight 1 this is the usual
+coefficient, equal to :mod:`analysis.agreement` (tested).
+
+Undefined replicates (every drawn rating identical, no drawn item with a rater left, one rater)
+are left out of the percentiles and counted in ``Interval.undefined``; when fewer than half the
+replicates are defined there is no interval and ``reason`` says why (as the item bootstrap in
+:mod:`analysis.agreement`). Fewer than 2 items, or fewer than 2 raters for ``items+raters``, gives
+no interval either: a resample of one unit has no spread to learn from.
+
+No Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import sparse, stats
+
+from analysis.agreement import SNAP_DECIMALS, _alpha_from_sums
+from analysis.pairwise import OUTCOMES, _tallies, _win_rates, bradley_terry
+
+ITEMS = "items"
+ITEMS_RATERS = "items+raters"
+KINDS = (ITEMS, ITEMS_RATERS)
+
+# Replicates are processed in chunks so (chunk x items x features) arrays stay around 32 MB.
+_CHUNK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A percentile 95 % interval (``low``/``high`` None when undefined, with ``reason``).
+
+    ``kind``: ``"items"`` or ``"items+raters"``; ``undefined``: replicates where the statistic
+    did not exist (left out) of ``total``.
+    """
+
+    low: float | None
+    high: float | None
+    kind: str
+    undefined: int = 0
+    total: int = 0
+    reason: str | None = None
+
+    @property
+    def ci95(self) -> list[float] | None:
+        return None if self.low is None or self.high is None else [self.low, self.high]
+
+    @property
+    def undefined_share(self) -> float | None:
+        return self.undefined / self.total if self.total else None
+
+
+def kind_of(raters: bool) -> str:
+    return ITEMS_RATERS if raters else ITEMS
+
+
+def tail_share(clusters: int | None) -> float:
+    """The share of replicates cut off in each tail: 0.025, or for the rater-inclusive interval
+    with G = min(items, raters) clusters, the normal tail of t(G - 1, 0.975) * sqrt(G / (G - 1)).
+
+    With few raters the percentile bootstrap is too narrow twice over: resampled clusters vary
+    (G - 1)/G as much as the population, and the estimate's spread is a t with G - 1 degrees of
+    freedom, not a normal (the cluster-robust convention: Cameron & Miller 2015, section VI). The
+    interval stays a percentile interval (inside the statistic's range), with wider percentiles:
+    10 raters cut 0.86 % per tail, 30 raters 1.9 %, 3 raters keep the extreme replicates.
+    """
+    if clusters is None or clusters < 2:
+        return 0.025
+    z = stats.t.ppf(0.975, clusters - 1) * np.sqrt(clusters / (clusters - 1))
+    return float(stats.norm.cdf(-z))
+
+
+def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int, clusters: int | None = None) -> Interval:
+    """The 2.5 / 97.5 percentiles of the finite replicates (wider for few ``clusters``, see
+    :func:`tail_share`); none when fewer than half are finite."""
+    replicates = np.asarray(replicates, dtype=float)
+    finite = replicates[np.isfinite(replicates)]
+    undefined = int(n_boot - len(finite))
+    if n_boot <= 0:
+        return Interval(None, None, kind, 0, 0, "n_boot = 0: no bootstrap interval")
+    if len(finite) < max(2, n_boot // 2):
+        return Interval(None, None, kind, undefined, n_boot,
+                        f"bootstrap CI undefined: only {len(finite)} of {n_boot} resamples had a defined value")
+    tail = tail_share(clusters if kind == ITEMS_RATERS else None)
+    low, high = np.percentile(finite, [100 * tail, 100 * (1 - tail)])
+    return Interval(float(low), float(high), kind, undefined, n_boot)
+
+
+def _too_small(n_items: int, n_raters: int, *, kind: str, n_boot: int) -> Interval | None:
+    if n_boot <= 0:
+        return Interval(None, None, kind, 0, 0, "n_boot = 0: no bootstrap interval")
+    if n_items < 2:
+        return Interval(None, None, kind, 0, 0, f"{n_items} item(s): no interval")
+    if kind == ITEMS_RATERS and n_raters < 2:
+        return Interval(None, None, kind, 0, 0,
+                        f"{n_raters} rater(s): the rater-inclusive interval needs at least 2 raters")
+    return None
+
+
+def multiplicities(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` x ``n`` counts of how often each of n units is drawn in n draws with replacement
+    (multinomial(n, 1/n) rows, drawn as positions and counted: ~10x faster than rng.multinomial)."""
+    if n == 0:
+        return np.zeros((size, 0))
+    draws = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+    return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
+
+
+def _chunks(n_boot: int, width: int) -> Iterable[int]:
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
+    done = 0
+    while done < n_boot:
+        size = min(chunk, n_boot - done)
+        yield size
+        done += size
+
+
+def _codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
+    codes, uniques = pd.factorize(np.asarray(values), sort=True)
+    return codes.astype(np.int64), len(uniques)
+
+
+def _matrix(rows: np.ndarray, columns: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> sparse.csr_matrix:
+    """Sparse rows x columns matrix summing ``data`` over repeated (row, column) pairs."""
+    return sparse.csr_matrix((data, (rows, columns)), shape=shape)
+
+
+# ------------------------------------------------------------------ means (model MOS)
+
+
+def crossed_mean_variance(values: np.ndarray) -> float:
+    """The exact variance, over the two-way bootstrap's draws, of the mean of a complete
+    items x raters matrix (rows items): the oracle the tests hold the bootstrap to.
+
+    With W ~ Mult(I, 1/I) and V ~ Mult(R, 1/R) independent, the replicate mean is
+    W'XV / (I R) (the weights sum to I and R exactly), and E[(W'XV)^2] = tr(X' E[WW'] X E[VV'])
+    with E[WW'] = Cov(W) + 11', Cov(W) = I_I - 11'/I (and the same for V). Owen (2007) expands
+    this as the crossed-random-effects variance plus one extra share of the residual.
+    """
+    x = np.asarray(values, dtype=float)
+    n_items, n_raters = x.shape
+    second_w = np.eye(n_items) - 1.0 / n_items + 1.0
+    second_v = np.eye(n_raters) - 1.0 / n_raters + 1.0
+    second = float(np.trace(x.T @ second_w @ x @ second_v))
+    return (second - float(x.sum()) ** 2) / (n_items * n_raters) ** 2
+
+
+def mean_intervals(ratings: pd.DataFrame, *, value: str, group: str = "model", estimator: str = "item_means",
+                   raters: bool = True, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Percentile 95 % interval of each group's mean (see :func:`mean_replicates`): ``{group: Interval}``."""
+    kind = kind_of(raters)
+    rated = ratings[ratings[value].notna()]
+    clusters = np.minimum(rated.groupby(group, observed=True)["item"].nunique(),
+                          rated.groupby(group, observed=True)["rater"].nunique())
+    return {name: reps if isinstance(reps, Interval) else
+            percentile_interval(reps, kind=kind, n_boot=n_boot, clusters=int(clusters[name]))
+            for name, reps in mean_replicates(ratings, value=value, group=group, estimator=estimator, raters=raters,
+                                              n_boot=n_boot, seed=seed).items()}
+
+
+def mean_replicates(ratings: pd.DataFrame, *, value: str, group: str = "model", estimator: str = "item_means",
+                    raters: bool = True, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Percentile 95 % interval of each group's mean score (model MOS), resampling items and
+    (``raters=True``) raters. ``ratings``: long ``rater, item, <group>, <value>`` rows (missing
+    values dropped); items are nested in groups (an item is one image), raters are crossed with
+    them and drawn once per replicate for every group, as the same crowd rated every model.
+
+    ``estimator``: ``"item_means"`` (mean over items of the mean of their raters: EvalMi z-MOS) or
+    ``"rater_means"`` (mean over raters of their mean over items: ImagenHub Table 4). Returns
+    ``{group: replicates}`` (NaN where undefined), or an undefined :class:`Interval` for a group
+    too small to resample.
+    """
+    if estimator not in ("item_means", "rater_means"):
+        raise ValueError(f"estimator must be 'item_means' or 'rater_means', got {estimator!r}")
+    kind = kind_of(raters)
+    frame = ratings.loc[ratings[value].notna(), ["rater", "item", group, value]]
+    rater_code, n_raters = _codes(frame["rater"])
+    rng = np.random.default_rng(seed)
+    rater_weights = multiplicities(n_raters, n_boot, rng) if raters else np.ones((max(n_boot, 0), n_raters))
+    out = {}
+    for name, rows in frame.groupby(group, sort=True, observed=True).indices.items():
+        item_code, n_items = _codes(frame["item"].to_numpy()[rows])
+        raters_here = rater_code[rows]
+        present, local = np.unique(raters_here, return_inverse=True)
+        small = _too_small(n_items, len(present), kind=kind, n_boot=n_boot)
+        if small is not None:
+            out[name] = small
+            continue
+        x = frame[value].to_numpy(float)[rows]
+        sums = _matrix(local, item_code, x, (len(present), n_items))
+        counts = _matrix(local, item_code, np.ones(len(x)), (len(present), n_items))
+        item_weights = multiplicities(n_items, n_boot, rng)
+        v_all = rater_weights[:, present]
+        replicates = np.empty(n_boot)
+        done = 0
+        for size in _chunks(n_boot, n_items + len(present)):
+            w, v = item_weights[done:done + size], v_all[done:done + size]
+            replicates[done:done + size] = _weighted_mean(sums, counts, w, v, estimator)
+            done += size
+        out[name] = replicates
+    return out
+
+
+def _weighted_mean(sums: sparse.csr_matrix, counts: sparse.csr_matrix, w: np.ndarray, v: np.ndarray,
+                   estimator: str) -> np.ndarray:
+    """The estimator on weighted data (rows of ``w``: item weights, of ``v``: rater weights)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if estimator == "item_means":
+            total = (sums.T @ v.T).T  # replicates x items: sum over raters of v_r x_ir
+            n = (counts.T @ v.T).T
+            mean = np.where(n > 0, total / n, 0.0)
+            weight = w * (n > 0)
+        else:
+            total = (sums @ w.T).T  # replicates x raters
+            n = (counts @ w.T).T
+            mean = np.where(n > 0, total / n, 0.0)
+            weight = v * (n > 0)
+        denominator = weight.sum(axis=1)
+        return np.where(denominator > 0, (weight * mean).sum(axis=1) / denominator, np.nan)
+
+
+# ------------------------------------------------------------------ agreement
+
+
+AGREEMENT_MEASURES = ("alpha_nominal", "alpha_ordinal", "alpha_interval", "fleiss_kappa")
+
+
+def _snap(values: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(values, dtype=float), SNAP_DECIMALS)
+
+
+def agreement_statistics(unit: np.ndarray, rater_weight_of_rating: np.ndarray, category: np.ndarray,
+                         categories: np.ndarray, unit_weights: np.ndarray, n_units: int) -> dict[str, np.ndarray]:
+    """Alpha (three levels) and Fleiss' kappa for each replicate, counting only pairs of different
+    raters. ``rater_weight_of_rating``: replicates x ratings, the multiplicity of each rating's
+    rater; ``unit_weights``: replicates x units. Values NaN where undefined.
+
+    Per unit, with n_uc = sum of the weights of its ratings in category c, m_u = sum_c n_uc and
+    q_uc = sum of squared weights: pairs of different raters in (c, k) number
+    n_uc n_uk - [c = k] q_uc, of P_u = m_u^2 - sum_c q_uc in all. The unit's coincidences are
+    m_u times their shares (each pairable value contributes one, as in Krippendorff's matrix) and
+    Fleiss' P_u is the share of agreeing pairs. With every weight 1 this is the textbook
+    coincidence matrix (n_uc n_uk - [c = k] n_uc) / (m_u - 1).
+    """
+    n_values = len(categories)
+    n_rep = rater_weight_of_rating.shape[0]
+    flat = unit * n_values + category
+    width = n_units * n_values
+    indicator = _matrix(np.arange(len(flat)), flat, np.ones(len(flat)), (len(flat), width))
+    n = (rater_weight_of_rating @ indicator).reshape(n_rep, n_units, n_values)
+    q = ((rater_weight_of_rating ** 2) @ indicator).reshape(n_rep, n_units, n_values)
+    m = n.sum(axis=2)
+    pairs = m ** 2 - q.sum(axis=2)
+    pairable = pairs > 0.5  # counts are integers: at least one pair of different raters
+    safe = np.where(pairable, pairs, 1.0)
+    row, column = np.triu_indices(n_values)
+    coincidence = n[:, :, row] * n[:, :, column]
+    diagonal = row == column
+    coincidence[:, :, diagonal] -= q
+    coincidence *= (np.where(pairable, m, 0.0) / safe)[:, :, None]
+    weights = unit_weights * pairable
+    sums = np.einsum("bu,but->bt", unit_weights, coincidence)
+    out = {}
+    for level in ("nominal", "ordinal", "interval"):
+        out[f"alpha_{level}"] = _alpha_from_sums(sums, categories, level)
+    agree = ((n ** 2).sum(axis=2) - q.sum(axis=2)) / safe
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_bar = (weights * agree).sum(axis=1) / weights.sum(axis=1)
+        shares = np.einsum("bu,buc->bc", weights, n)
+        shares = shares / shares.sum(axis=1, keepdims=True)
+        p_e = (shares ** 2).sum(axis=1)
+        kappa = (p_bar - p_e) / (1.0 - p_e)
+    out["fleiss_kappa"] = np.where(np.isclose(p_e, 1.0) | (weights.sum(axis=1) == 0), np.nan, kappa)
+    return out
+
+
+def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = True, n_boot: int = 1000,
+                        seed: int = 0) -> tuple[dict[str, float | None], dict[str, Interval]]:
+    """Point estimates and percentile 95 % intervals of alpha (nominal, ordinal, interval) and
+    Fleiss' kappa among the raters of ``ratings`` (``rater, item, <value>``; the unit is the item),
+    resampling items and (``raters=True``) raters. Returns ``({measure: value}, {measure: Interval})``.
+    """
+    kind = kind_of(raters)
+    frame = ratings.loc[ratings[value].notna(), ["rater", "item", value]]
+    unit, n_units = _codes(frame["item"])
+    rater, n_raters = _codes(frame["rater"])
+    categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
+    point = agreement_statistics(unit, np.ones((1, len(frame))), category, categories, np.ones((1, n_units)), n_units)
+    values = {name: (float(v[0]) if np.isfinite(v[0]) else None) for name, v in point.items()}
+    small = _too_small(n_units, n_raters, kind=kind, n_boot=n_boot)
+    if small is not None:
+        return values, {name: small for name in AGREEMENT_MEASURES}
+    rng = np.random.default_rng(seed)
+    replicates = {name: np.empty(n_boot) for name in AGREEMENT_MEASURES}
+    done = 0
+    for size in _chunks(n_boot, n_units * (len(categories) * (len(categories) + 3)) + len(frame)):
+        v = multiplicities(n_raters, size, rng) if raters else np.ones((size, n_raters))
+        w = multiplicities(n_units, size, rng)
+        for name, reps in agreement_statistics(unit, v[:, rater], category, categories, w, n_units).items():
+            replicates[name][done:done + size] = reps
+        done += size
+    clusters = min(n_units, n_raters)
+    return values, {name: percentile_interval(reps, kind=kind, n_boot=n_boot, clusters=clusters)
+                    for name, reps in replicates.items()}
+
+
+# ------------------------------------------------------------------ judge-human correlation
+
+
+def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Midranks of x (replicates x items) in the sample where item i appears w[b, i] times: the
+    ranks scipy would give the expanded sample, read back per item (no loop over replicates)."""
+    order = np.argsort(x, axis=-1, kind="stable")
+    xs = np.take_along_axis(x, order, axis=-1)
+    ws = np.take_along_axis(w, order, axis=-1)
+    cum = np.cumsum(ws, axis=-1)
+    positions = np.broadcast_to(np.arange(xs.shape[-1]), xs.shape)
+    new_run = np.ones(xs.shape, dtype=bool)
+    new_run[..., 1:] = xs[..., 1:] != xs[..., :-1]
+    end_run = np.ones(xs.shape, dtype=bool)
+    end_run[..., :-1] = new_run[..., 1:]
+    first = np.maximum.accumulate(np.where(new_run, positions, 0), axis=-1)  # where each run starts
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(end_run, positions, xs.shape[-1]), axis=-1), axis=-1),
+                   axis=-1)  # and ends
+    below = np.take_along_axis(cum - ws, first, axis=-1)
+    run_weight = np.take_along_axis(cum, last, axis=-1) - below
+    ranks = np.empty(xs.shape)
+    np.put_along_axis(ranks, order, below + (run_weight + 1.0) / 2.0, axis=-1)
+    return ranks
+
+
+def _fixed_order_ranks(x: np.ndarray, order: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:func:`_weighted_ranks` of one vector ``x`` (sorted by ``order``) under every row of weights:
+    the sort and the runs of ties are shared, only the cumulative weights differ."""
+    xs = x[order]
+    ws = w[:, order]
+    cum = np.cumsum(ws, axis=1)
+    new_run = np.ones(len(xs), dtype=bool)
+    new_run[1:] = xs[1:] != xs[:-1]
+    starts = np.flatnonzero(new_run)
+    run_of = np.cumsum(new_run) - 1
+    ends = np.append(starts[1:], len(xs)) - 1
+    below = (cum - ws)[:, starts]
+    run_weight = cum[:, ends] - below
+    ranks = np.empty(w.shape)
+    ranks[:, order] = (below + (run_weight + 1.0) / 2.0)[:, run_of]
+    return ranks
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Pearson r of each row with frequency weights (rows: replicates); NaN if a side is constant.
+    From weighted sums (six passes, no centred copies): the arrays are replicates x items."""
+    total = w.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wx, wy = w * x, w * y
+        sx, sy = wx.sum(axis=-1), wy.sum(axis=-1)
+        sxx = np.einsum("bi,bi->b", wx, x) - sx * sx / total
+        syy = np.einsum("bi,bi->b", wy, y) - sy * sy / total
+        sxy = np.einsum("bi,bi->b", wx, y) - sx * sy / total
+        r = sxy / np.sqrt(sxx * syy)
+        # a side with (numerically) no spread has no correlation
+        flat_x = sxx <= 1e-10 * np.maximum(1.0, sx * sx / total)
+        flat_y = syy <= 1e-10 * np.maximum(1.0, sy * sy / total)
+    return np.where(flat_x | flat_y | ~np.isfinite(r), np.nan, np.clip(r, -1.0, 1.0))
+
+
+class HumanReplicates:
+    """The human side of :func:`correlation_intervals` kept between calls: the resampled item
+    weights, human item means and their ranks depend on the ratings, the items, the seed and the
+    kind, not on the judge, so every judge compared on the same items reuses them. Holds at most
+    ``budget_bytes`` (oldest dropped first); a report keeps one for its judges section."""
+
+    def __init__(self, budget_bytes: int = 128 * 2**20) -> None:
+        self.budget = budget_bytes
+        self._store: dict[tuple, list] = {}
+
+    def get(self, key: tuple) -> list | None:
+        return self._store.get(key)
+
+    def put(self, key: tuple, chunks: list) -> None:
+        size = sum(a.nbytes for chunk in chunks for a in chunk)
+        if size > self.budget:
+            return
+        while self._store and sum(a.nbytes for c in self._store.values() for ch in c for a in ch) + size > self.budget:
+            self._store.pop(next(iter(self._store)))
+        self._store[key] = chunks
+
+
+def _human_chunks(frame: pd.DataFrame, item_code: np.ndarray, n_items: int, value: str, raters: bool, n_boot: int,
+                  seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per chunk of replicates: (item weights, human item means, their weighted ranks)."""
+    rater_code, n_raters = _codes(frame["rater"])
+    sums = _matrix(rater_code, item_code, frame[value].to_numpy(float), (n_raters, n_items))
+    counts = _matrix(rater_code, item_code, np.ones(len(frame)), (n_raters, n_items))
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for size in _chunks(n_boot, 4 * n_items + n_raters):
+        v = multiplicities(n_raters, size, rng) if raters else np.ones((size, n_raters))
+        w = multiplicities(n_items, size, rng)
+        total = (sums.T @ v.T).T
+        n = (counts.T @ v.T).T
+        human = np.where(n > 0, total / np.where(n > 0, n, 1.0), 0.0)
+        w = w * (n > 0)  # an item none of the drawn raters rated drops out of this replicate
+        chunks.append((w, human, _weighted_ranks(human, w)))
+    return chunks
+
+
+def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str, raters: bool = True,
+                          lower_is_better: bool = False, n_boot: int = 1000, seed: int = 0,
+                          reuse: HumanReplicates | None = None) -> dict[str, Interval]:
+    """Percentile 95 % intervals of the Spearman and Pearson correlation between a judge's score
+    per item (``judge``: indexed by item) and the human item score (the mean of the item's
+    ratings), resampling items and (``raters=True``) the raters behind the human means.
+
+    ``lower_is_better`` negates the judge (a distance), as the report does. Items without a judge
+    score or without ratings are left out. ``reuse``: human replicates kept from earlier calls on
+    the same ``ratings`` (see :class:`HumanReplicates`). Returns ``{"spearman": Interval,
+    "pearson": Interval}``.
+    """
+    kind = kind_of(raters)
+    frame = ratings.loc[ratings[value].notna() & ratings["item"].isin(judge.index), ["rater", "item", value]]
+    item_code, items = pd.factorize(frame["item"], sort=True)
+    small = _too_small(len(items), frame["rater"].nunique(), kind=kind, n_boot=n_boot)
+    if small is not None:
+        return {"spearman": small, "pearson": small}
+    x = judge.groupby(level=0).mean().reindex(items).to_numpy(float)
+    if lower_is_better:
+        x = -x
+    order = np.argsort(x, kind="stable")  # the judge's scores do not change between replicates
+    key = (value, raters, n_boot, seed, len(frame), tuple(items))
+    chunks = reuse.get(key) if reuse is not None else None
+    if chunks is None:
+        chunks = _human_chunks(frame, item_code, len(items), value, raters, n_boot, seed)
+        if reuse is not None:
+            reuse.put(key, chunks)
+    spearman = np.concatenate([_weighted_pearson(_fixed_order_ranks(x, order, w), ranks, w) for w, _, ranks in chunks])
+    pearson = np.concatenate([_weighted_pearson(np.broadcast_to(x, w.shape), human, w) for w, human, _ in chunks])
+    clusters = min(len(items), int(frame["rater"].nunique()))
+    return {"spearman": percentile_interval(spearman, kind=kind, n_boot=n_boot, clusters=clusters),
+            "pearson": percentile_interval(pearson, kind=kind, n_boot=n_boot, clusters=clusters)}
+
+
+# ------------------------------------------------------------------ pairwise
+
+
+def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_bad: str = "exclude",
+                       n_boot: int = 1000, seed: int = 0, prior: float = 0.5) -> dict[str, dict[str, Interval]]:
+    """Percentile 95 % intervals of each model's win rate and Bradley–Terry score (the policies of
+    :func:`analysis.pairwise.pairwise_summary`), resampling the compared items (``item``: the
+    comparison, i.e. the prompt and its pair of images) and (``raters=True``) the raters: a
+    judgement of item i by rater r counts ``W[i] * V[r]`` times. ``comparisons``: ``model_a,
+    model_b, preference, item, rater``. Returns ``{model: {"win_rate": Interval, "bt": Interval}}``.
+    """
+    from analysis.pairwise import _cells, _encode
+
+    kind = kind_of(raters)
+    models, encoded = _encode(comparisons)
+    k = len(models)
+    item, n_items = _codes(comparisons["item"])
+    rater, n_raters = _codes(comparisons["rater"])
+    small = _too_small(n_items, n_raters, kind=kind, n_boot=n_boot)
+    if small is not None:
+        return {m: {"win_rate": small, "bt": small} for m in models}
+    cells, inverse = _cells(encoded, k)
+    to_cells = _matrix(np.arange(len(inverse)), inverse, np.ones(len(inverse)), (len(inverse), len(cells)))
+    rng = np.random.default_rng(seed)
+    rates, scores = [], []
+    for size in _chunks(n_boot, len(encoded) + k * k * 4):
+        v = multiplicities(n_raters, size, rng) if raters else np.ones((size, n_raters))
+        w = multiplicities(n_items, size, rng)
+        weights = np.asarray(((w[:, item] * v[:, rater]) @ to_cells))
+        wins, _ = _tallies(cells, weights, k, both_bad)
+        rates.append(_win_rates(wins))
+        scores.append(bradley_terry(wins, prior=prior))  # the point estimate's tolerance: a degenerate interval holds it
+    rate_reps, score_reps = np.concatenate(rates), np.concatenate(scores)
+    clusters = min(n_items, n_raters)
+    return {m: {"win_rate": percentile_interval(rate_reps[:, j], kind=kind, n_boot=n_boot, clusters=clusters),
+                "bt": percentile_interval(score_reps[:, j], kind=kind, n_boot=n_boot, clusters=clusters)}
+            for j, m in enumerate(models)}
+
+
+__all__ = ["ITEMS", "ITEMS_RATERS", "KINDS", "Interval", "agreement_intervals", "correlation_intervals",
+           "crossed_mean_variance", "mean_intervals", "mean_replicates", "pairwise_intervals", "percentile_interval", "OUTCOMES"]
