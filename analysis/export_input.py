@@ -58,6 +58,7 @@ def study_meta(study: Study) -> dict:
         "agreement_threshold": study_threshold(study),
         "raters_per_item": study.raters_per_item,
         "assignment_mode": study.assignment_mode,
+        "rater_sampling": study.rater_sampling,  # which intervals the report gives (items, or items+raters)
         "state": study.state,
         "imagenhub_folder": imagenhub_folder(study.task_type) if study.protocol == protocols.IMAGENHUB else None,
         "exported_at": timezone.now().isoformat(),

@@ -156,6 +156,29 @@ def _codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), len(uniques)
 
 
+def _rater_codes(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, int]:
+    """Rater codes in an order fixed by what each rater rated (an order-free hash of their rows'
+    ``columns``), not by their labels: a released package, whose raters are pseudonyms, then draws
+    the same raters in the same replicates as the site did (``manage.py reproduce`` compares the
+    numbers). Raters with identical rows are interchangeable in every statistic; labels break ties."""
+    labels, uniques = pd.factorize(np.asarray(frame["rater"]), sort=True)
+    n = len(uniques)
+    if n == 0:
+        return labels.astype(np.int64), 0
+    canonical = pd.DataFrame({
+        name: (frame[name].to_numpy(float) if pd.api.types.is_numeric_dtype(frame[name])
+               else frame[name].astype(str).to_numpy())
+        for name in columns})
+    rows = pd.util.hash_pandas_object(canonical, index=False).to_numpy(np.uint64)
+    by_rater = np.argsort(labels, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(labels[by_rater]) != 0])
+    signature = np.add.reduceat(rows[by_rater], starts)  # uint64 sums wrap: the order of rows does not matter
+    order = np.lexsort((np.arange(n), signature))  # by signature, then by label
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    return rank[labels], n
+
+
 def _matrix(rows: np.ndarray, columns: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> sparse.csr_matrix:
     """Sparse rows x columns matrix summing ``data`` over repeated (row, column) pairs."""
     return sparse.csr_matrix((data, (rows, columns)), shape=shape)
@@ -210,7 +233,7 @@ def mean_replicates(ratings: pd.DataFrame, *, value: str, group: str = "model", 
         raise ValueError(f"estimator must be 'item_means' or 'rater_means', got {estimator!r}")
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", group, value]]
-    rater_code, n_raters = _codes(frame["rater"])
+    rater_code, n_raters = _rater_codes(frame, ["item", value])
     rng = np.random.default_rng(seed)
     rater_weights = multiplicities(n_raters, n_boot, rng) if raters else np.ones((max(n_boot, 0), n_raters))
     out = {}
@@ -319,7 +342,7 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", value]]
     unit, n_units = _codes(frame["item"])
-    rater, n_raters = _codes(frame["rater"])
+    rater, n_raters = _rater_codes(frame, ["item", value])
     categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
     point = agreement_statistics(unit, np.ones((1, len(frame))), category, categories, np.ones((1, n_units)), n_units)
     values = {name: (float(v[0]) if np.isfinite(v[0]) else None) for name, v in point.items()}
@@ -425,7 +448,7 @@ class HumanReplicates:
 def _human_chunks(frame: pd.DataFrame, item_code: np.ndarray, n_items: int, value: str, raters: bool, n_boot: int,
                   seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per chunk of replicates: (item weights, human item means, their weighted ranks)."""
-    rater_code, n_raters = _codes(frame["rater"])
+    rater_code, n_raters = _rater_codes(frame, ["item", value])
     sums = _matrix(rater_code, item_code, frame[value].to_numpy(float), (n_raters, n_items))
     counts = _matrix(rater_code, item_code, np.ones(len(frame)), (n_raters, n_items))
     rng = np.random.default_rng(seed)
@@ -493,7 +516,7 @@ def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_b
     models, encoded = _encode(comparisons)
     k = len(models)
     item, n_items = _codes(comparisons["item"])
-    rater, n_raters = _codes(comparisons["rater"])
+    rater, n_raters = _rater_codes(comparisons, ["item", "model_a", "model_b", "preference"])
     small = _too_small(n_items, n_raters, kind=kind, n_boot=n_boot)
     if small is not None:
         return {m: {"win_rate": small, "bt": small} for m in models}

@@ -607,6 +607,7 @@ class PackagedStudy:
         self.meta = meta
         self.slug, self.title = meta.get("slug"), meta.get("title")
         self.protocol, self.task_type = meta.get("protocol"), meta.get("task_type")
+        self.rater_sampling = meta.get("rater_sampling", "sampled")
         self.dimensions = meta.get("dimensions") or []
         self.questions = meta.get("questions") or []
         self.votes = pd.read_parquet(folder / "data/votes.parquet")

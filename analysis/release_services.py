@@ -110,6 +110,7 @@ class StudyVersion:
 
         self._data, self.study, self.number = data, study, number
         self.slug, self.title, self.protocol, self.task_type = study.slug, study.title, study.protocol, study.task_type
+        self.rater_sampling = study.rater_sampling
         unit = "comparison_id" if study.protocol == "pairwise" else "item_id"
         import pandas as pd
 

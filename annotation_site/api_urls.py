@@ -22,6 +22,8 @@ urlpatterns = [
     path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),
     path("exports/<int:export_id>/", export_api.StudyExportDetail.as_view(), name="api-study-export-detail"),
     path("exports/<int:export_id>/download/", export_api.StudyExportDownload.as_view(), name="api-study-export-download"),
+    path("studies/<slug:slug>/raters/<int:rater_id>/decision/", task_api.StudyRaterDecision.as_view(),
+         name="api-study-rater-decision"),
     path("studies/<slug:slug>/prolific-decisions/", task_api.StudyProlificDecisions.as_view(),
          name="api-study-prolific-decisions"),
     path("studies/<slug:slug>/releases/", release_api.StudyReleases.as_view(), name="api-study-releases"),

@@ -291,3 +291,33 @@ class StudyProlificDecisions(APIView):
         return Response([{"participant_id": r.participant_id, "session_id": r.session_id, "decision": r.decision,
                           "reason": r.reason, "bonus": f"{r.bonus:.2f}", "ratings": r.ratings, "flags": r.flags,
                           "standing": r.standing} for r in prolific_decisions(study)])
+
+
+class RaterDecisionInput(serializers.Serializer):
+    decision = serializers.CharField(max_length=16)
+    reason = serializers.CharField(max_length=2000)
+
+
+class StudyRaterDecision(APIView):
+    """POST a decision about a rater in this study (approve, pause, reject, reactivate; block is
+    staff's), with its reason: the raters page's form. Only a rater with work in the study: anyone
+    else is a 404, as on the page."""
+
+    permission_classes = RESEARCH_PERMISSIONS
+
+    @extend_schema(request=RaterDecisionInput, responses={200: inline_serializer("RaterStanding", {
+        "rater": serializers.IntegerField(), "standing": serializers.CharField(), "reason": serializers.CharField()})})
+    def post(self, request: Request, slug: str, rater_id: int) -> Response:
+        from raters.models import Rater
+        from raters.services import DecisionRefused, rater_decide
+
+        study = get_study_for_user(request.user, slug)
+        rater = get_object_or_404(Rater.objects.with_work_in(study), pk=rater_id)
+        data = RaterDecisionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            standing = rater_decide(study=study, rater=rater, decision=data.validated_data["decision"],
+                                    reason=data.validated_data["reason"], actor=request.user)
+        except DecisionRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"rater": rater.pk, "standing": standing.state, "reason": standing.reason})

@@ -5,6 +5,8 @@ of 0.95 is measured within about +-0.1); the full table of the README is the slo
 Pure: runs with ``-p no:django``.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -44,6 +46,9 @@ def test_the_command_prints_the_table(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("RUN_COVERAGE_TABLE") != "1", reason=(
+    "the README's full coverage table takes about an hour on 2 cores (Bradley-Terry refits): a benchmark, "
+    "run it with RUN_COVERAGE_TABLE=1 or `python -m bench.coverage --reps 200 --n-boot 400`"))
 def test_rater_inclusive_intervals_cover_at_least_93_percent_in_every_sampled_rater_scenario():
     """The README's table (``python -m bench.coverage --reps 200 --n-boot 400``): about 5 minutes
     for the rating scenarios and 20 per pairwise one on 2 idle cores (Bradley–Terry refits)."""

@@ -248,7 +248,7 @@ def test_pairwise_demo_reports_win_rates_and_bradley_terry():
     assert report["models"][ordered[-1]]["win_rate"] == 0.0
     top = report["models"][ordered[0]]
     assert top["bt_ci95"][0] <= top["bt_score"] <= top["bt_ci95"][1]
-    assert top["bootstrap_undefined_share"] == {"win_rate": 0.0}
+    assert top["bootstrap_undefined_share"] == {"win_rate": 0.0, "bt_score": 0.0}
     board = report["leaderboard"]["bt_score"]
     assert list(board["ranks"])[0] == ordered[0] and board["ranks"][ordered[0]]["rank_ci95"][0] == 1
     assert len(board["pairs"]) == len(ordered) * (len(ordered) - 1) // 2

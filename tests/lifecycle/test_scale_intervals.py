@@ -25,7 +25,7 @@ def _rate(study, scores: dict[str, list[tuple[float, float]]], raters: int = 2) 
 
 
 def test_two_items_interval_is_clipped_and_says_why():
-    study = make_study()
+    study = make_study(rater_sampling="fixed")  # the items-only Student-t interval is the one clipped
     _rate(study, {"M": [(0.0, 1.0), (1.0, 1.0)]})
     report = build_report(study, judges=False, n_boot=0)
     block = report["models"]["M"]["dimensions"]["SC"]
@@ -38,7 +38,7 @@ def test_two_items_interval_is_clipped_and_says_why():
 
 
 def test_mean_near_the_top_is_clipped_only_above():
-    study = make_study()
+    study = make_study(rater_sampling="fixed")  # the items-only Student-t interval is the one clipped
     _rate(study, {"M": [(1.0, 1.0)] * 9 + [(0.5, 1.0)]})
     report = build_report(study, judges=False, n_boot=0)
     sc = [1.0] * 9 + [0.5]
@@ -50,7 +50,7 @@ def test_mean_near_the_top_is_clipped_only_above():
 
 
 def test_interval_inside_the_scale_is_unchanged():
-    study = make_study()
+    study = make_study(rater_sampling="fixed")  # the items-only Student-t interval is the one clipped
     values = [(0.5, 1.0), (0.5, 0.5), (1.0, 1.0), (0.0, 0.5), (0.5, 1.0), (0.5, 0.5)]
     _rate(study, {"M": values})
     report = build_report(study, judges=False, n_boot=0)
@@ -64,7 +64,7 @@ def test_the_leaderboard_and_judges_page_show_the_clipped_interval(client):
     from tests.factories import make_user
 
     owner = make_user("scale-owner")
-    study = make_study()
+    study = make_study(rater_sampling="fixed")  # the items-only Student-t interval is the one clipped
     study.owners.add(owner)
     _rate(study, {"M": [(0.0, 1.0), (1.0, 1.0)], "N": [(0.5, 0.5), (0.5, 1.0)]})
     client.force_login(owner)
