@@ -6,6 +6,8 @@ dashboard's 10-second refresh recomputes them only when ratings arrived.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import pandas as pd
@@ -20,8 +22,9 @@ from analysis.imagenhub import add_overall
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.progress import Progress, study_progress
-from analysis.report import QA_DIMENSION
+from analysis.report import QA_DIMENSION, build_report
 from tasks import protocols
+from raters.models import Rater, RaterAction
 from tasks.models import Comparison, Item, Rating, Study
 
 DASHBOARD_BOOTSTRAP = 200  # replicates for agreement CIs on the live dashboard (the report uses more)
@@ -66,6 +69,26 @@ def agreement_threshold(raw: str | None = None, study: Study | None = None) -> f
 def _state_key(study: Study) -> str:
     stats = Rating.objects.filter(study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     return f"{study.pk}:{stats['n']}:{stats['last'].timestamp() if stats['last'] else 0}"
+
+
+def cached_report(study: Study, **options) -> dict:
+    """``build_report(study, **options)``, kept while nothing it reads has changed: the judges page
+    and the leaderboard open it on every view, and its bootstraps (items and raters) take seconds.
+
+    The key holds what the report reads: the ratings (count, last change), the study's judge scores
+    (count, last id), every rater decision (last action id, blocked raters: a site-wide block may
+    log no action), the study's own fields (sampling, settings, protocol version) and the options."""
+    scores = JudgeScore.objects.filter(run__study=study).aggregate(n=Count("id"), last=Max("id"))
+    decisions = RaterAction.objects.aggregate(last=Max("id"))["last"]
+    blocked = Rater.objects.filter(state=Rater.State.BLOCKED).count()
+    state = json.dumps([_state_key(study), scores["n"], scores["last"], decisions, blocked, study.rater_sampling,
+                        study.current_protocol_version_id, study.settings, sorted(options.items())],
+                       sort_keys=True, default=str)
+    key = f"report:{study.pk}:{hashlib.sha256(state.encode()).hexdigest()}"  # stable across processes
+    return cache.get_or_set(key, lambda: build_report(study, **options), REPORT_CACHE_SECONDS)
+
+
+REPORT_CACHE_SECONDS = 600
 
 
 def _ratings(study: Study) -> pd.DataFrame:

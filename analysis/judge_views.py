@@ -18,13 +18,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from analysis import data
+from analysis import dashboard, data
 from analysis.judge_forms import JudgeRunForm
 from analysis.judge_services import (JudgeRunError, judge_endpoint_list, judge_run_cancel, judge_run_request,
                                      judge_run_resume)
 from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
-from analysis.report import QA_DIMENSION, build_report, human_item_scores
+from analysis.report import QA_DIMENSION, human_item_scores
 from tasks import protocols
 from tasks.models import Item, Rating, Study
 
@@ -164,7 +164,7 @@ def _runs_fragment(request: HttpRequest, study: Study) -> HttpResponse:
 
 
 def _page(request: HttpRequest, study: Study, form: JudgeRunForm, *, status: int = 200) -> HttpResponse:
-    report = build_report(study)
+    report = dashboard.cached_report(study)
     judge, dimension, human_dimension = _choices(report, request)
     judge_names = list(report.get("judges", {}))
     model_rows = []

@@ -25,7 +25,6 @@ from analysis.leaderboard import rank_agreement, rank_models
 from analysis.models import DatasetRelease
 from analysis.notices import study_notices_check
 from analysis.release import card_rows
-from analysis.report import build_report
 from analysis.zmos import item_mos
 from tasks import protocols
 from tasks.build_services import study_build_problems, study_build_start
@@ -259,7 +258,7 @@ def _absolute_ranking(study: Study) -> list[str]:
 def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     """Models ranked with the report's numbers; adjacent gaps tested by a paired bootstrap."""
     study = _get_study_for_user(request, slug)
-    report = build_report(study, judges=False)
+    report = dashboard.cached_report(study, judges=False)
     context: dict = {"study": study, "report": report}
     if study.protocol == protocols.PAIRWISE:
         ranked = sorted(

@@ -382,3 +382,26 @@ def test_the_report_command_passes_the_judge_item_convention_and_the_kendall_var
     printed = json.loads(capsys.readouterr().out)
     assert (printed["judge_items"], printed["kendall"]) == ("all_aspects", "tau-a")
     assert printed["judges"]["j"]["SC"]["items"] == 5
+
+
+@pytest.mark.django_db
+def test_the_pages_report_is_kept_until_a_rating_a_judge_score_or_a_rater_decision_changes_it():
+    from analysis.dashboard import cached_report
+    from raters.models import Decision
+    from raters.services import rater_decide
+    from tasks.models import Rating
+    from tests.factories import make_item, make_rater, make_study
+
+    study = make_study(rater_sampling="fixed")
+    items = [make_item(study, model=model) for model in ("A", "B")]
+    raters = [make_rater(external_id=f"C{n}") for n in range(3)]
+    for n, rater in enumerate(raters):
+        for item in items:
+            Rating.objects.create(study=study, rater=rater, item=item, values={"SC": 0.5 * (n % 3), "PQ": 1.0})
+    first = cached_report(study, judges=False)
+    assert cached_report(study, judges=False)["study_level"] == first["study_level"]
+    assert first["study_level"]["ratings"] == 6
+    Rating.objects.create(study=study, rater=make_rater(external_id="C9"), item=items[0], values={"SC": 1.0, "PQ": 1.0})
+    assert cached_report(study, judges=False)["study_level"]["ratings"] == 7  # a new rating: rebuilt
+    rater_decide(study=study, rater=raters[0], decision=Decision.REJECT, reason="test", actor=None)
+    assert [str(e["rater"]) for e in cached_report(study, judges=False)["excluded_raters"]] == [str(raters[0].pk)]
