@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.export_input import study_export_input
-from analysis.exports import iter_export_zip
+from analysis.science.exports import iter_export_zip
 from analysis.judge_services import (RUNNABLE_KINDS, JudgeRunError, judge_endpoint_list, judge_run_cancel,
                                      judge_run_request, judge_run_resume)
 from analysis.models import JudgeRun
@@ -54,7 +54,7 @@ class StudyResults(APIView):
     """The study report (analysis.report.build_report): per-model means, CIs, agreement, judges, reasons.
 
     ``?include_excluded=true`` keeps blocked raters in; ``?conventions=viescore`` applies VIEScore's own
-    analysis conventions (analysis.viescore_conventions; anything else is the default).
+    analysis conventions (analysis.science.viescore_conventions; anything else is the default).
     """
 
     permission_classes = RESEARCH_PERMISSIONS

@@ -17,13 +17,13 @@ from django.db.models import Count, Max
 from django.utils import timezone
 
 from analysis import data
-from analysis.agreement import agreement_table, krippendorff_alpha, reliability_matrix
-from analysis.imagenhub import add_overall
+from analysis.science.agreement import agreement_table, krippendorff_alpha, reliability_matrix
+from analysis.science.imagenhub import add_overall
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
-from analysis.progress import Progress, study_progress
+from analysis.science.progress import Progress, study_progress
 from analysis.report import QA_DIMENSION, build_report
-from tasks import protocols
+from analysis.science import protocols
 from raters.models import Rater, RaterAction
 from tasks.models import Comparison, Item, Rating, Study
 

@@ -31,7 +31,7 @@ _CHUNK = 20_000
 
 
 def _packaged(function):
-    """A study read back from a released package (analysis.release.PackagedStudy) answers from its
+    """A study read back from a released package (analysis.science.release.PackagedStudy) answers from its
     own tables: the same frames, so build_report rebuilds a report without the site's database."""
 
     @functools.wraps(function)

@@ -1,4 +1,4 @@
-"""Study → :class:`analysis.exports.ExportInput`: the ORM side of the MOS dataset export.
+"""Study → :class:`analysis.science.exports.ExportInput`: the ORM side of the MOS dataset export.
 
 Two reads of the ratings, neither holding model instances or decoded JSON for the whole study:
 
@@ -27,9 +27,9 @@ from django.utils import timezone
 
 from analysis import data as analysis_data
 from analysis.dashboard import study_threshold
-from analysis.exports import CSV_CHUNK_ROWS, ExportInput
+from analysis.science.exports import CSV_CHUNK_ROWS, ExportInput
 from analysis.importers import IMAGENHUB_FOLDER_TASKS
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Comparison, Study
 
 PROTOCOL_VERSION = "1"

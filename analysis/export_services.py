@@ -1,6 +1,6 @@
 """Study exports built in the background, watched in the page and the API, downloaded when ready.
 
-The MOS dataset zip (:func:`analysis.exports.iter_export_zip`) of a large study takes minutes and
+The MOS dataset zip (:func:`analysis.science.exports.iter_export_zip`) of a large study takes minutes and
 reads every vote twice; inside a web request it would hold a server worker (and, in eager mode,
 the request itself) that long. ``study_export_start`` stores a queued :class:`StudyExport` and
 queues :func:`analysis.jobs.study_export_job` after the commit; ``study_export_run`` (the job)
@@ -52,7 +52,7 @@ class ExportKind:
 
 def _dataset_chunks(study: Study, progress: Callable[[str, int, int], None]) -> Iterator[bytes]:
     from analysis.export_input import study_export_input
-    from analysis.exports import iter_export_zip
+    from analysis.science.exports import iter_export_zip
 
     progress("reading the votes", 0, 0)
     data = study_export_input(study)

@@ -1,7 +1,7 @@
 """Importers for published human ratings and judge outputs (one service per format).
 
 Every importer
-* parses and validates *all* input first (the pure parsers in analysis.formats raise
+* parses and validates *all* input first (the pure parsers in analysis.science.formats raise
   ``ValueError`` naming file and line), then writes inside one transaction: a bad file stores
   nothing;
 * is idempotent: rows are keyed (study slug, instance key, model name, rater external id,
@@ -10,7 +10,7 @@ Every importer
 * writes in batches (multi-row INSERTs via :func:`fast_insert` for the big tables, bulk_update
   for changed rows) and never saves row by row.
 
-Formats are described in analysis.formats and ../shared/datasets/README.md.
+Formats are described in analysis.science.formats and ../shared/datasets/README.md.
 
 EvalMi-50K: the authors released per-image MOS (already z-scored, 0–100), not per-annotator
 Likert ratings. Storing those MOS as ``Rating`` rows would break the rating contract (a Rating
@@ -37,11 +37,11 @@ import pandas as pd
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from analysis import formats
-from analysis.correlation import viescore_table
+from analysis.science import formats
+from analysis.science.correlation import viescore_table
 from analysis.models import Judge, JudgeRun, JudgeScore
 from raters.models import Rater
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import GenModel, Instance, Item, Rating, RatingRevision, Study
 
 BATCH = 5_000

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django import forms
 
-from analysis import metrics
-from analysis.judges import endpoints
+from analysis.science import metrics
+from analysis.science.judges import endpoints
 from analysis.models import Judge
 
 # What a researcher starts from the page; embedding judges need checkpoint paths on the

@@ -33,13 +33,13 @@ from django.db.models import F, Q
 from django.utils import timezone
 from PIL import Image
 
-from analysis import metrics
-from analysis.judges import embedding, prompts
-from analysis.judges import endpoints
-from analysis.judges.client import ChatClient, ClientConfig
-from analysis.judges.evaluators import EVALUATORS, DimensionScore, ItemInputs, evaluate_gpt4v_pair
+from analysis.science import metrics
+from analysis.science.judges import embedding, prompts
+from analysis.science.judges import endpoints
+from analysis.science.judges.client import ChatClient, ClientConfig
+from analysis.science.judges.evaluators import EVALUATORS, DimensionScore, ItemInputs, evaluate_gpt4v_pair
 from analysis.models import Judge, JudgeRun, JudgeScore, JudgeVerdict
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Comparison, ConditionImage, Item, Study
 
 logger = logging.getLogger(__name__)

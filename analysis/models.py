@@ -286,7 +286,7 @@ class StudyNotice(models.Model):
 
 
 class DatasetRelease(models.Model):
-    """A study released as a dataset package (analysis.release), built in the background.
+    """A study released as a dataset package (analysis.science.release), built in the background.
 
     The zip is kept in the media storage under ``releases/``; ``card`` is its reporting card (what
     the study page shows without rebuilding), ``manifest`` its configs and row counts. A release

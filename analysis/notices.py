@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from analysis.models import StudyNotice
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Study
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def _complete(study: Study, state=None) -> str | None:
 
 def _alpha_low(study: Study) -> list[tuple[str, str]]:
     """(dimension, message) for each dimension whose study-wide α is below the study's threshold."""
-    from analysis.agreement import agreement_table
+    from analysis.science.agreement import agreement_table
     from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, study_threshold
 
     ratings = _ratings(study)
@@ -70,7 +70,7 @@ def _alpha_low(study: Study) -> list[tuple[str, str]]:
 def study_notices_check(study: Study, *, alpha: bool = True, progress=None) -> list[StudyNotice]:
     """Record (and email) the events that have happened and were not recorded yet; returns the new ones.
     ``alpha``: also judge agreement (throttled per study, see the module docstring). ``progress``:
-    the study's :class:`analysis.progress.Progress` when the caller has it (the dashboard)."""
+    the study's :class:`analysis.science.progress.Progress` when the caller has it (the dashboard)."""
     found: list[tuple[str, str, str]] = []
     message = _complete(study, progress)
     if message:

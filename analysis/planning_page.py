@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from analysis import dashboard
-from analysis.planning import Plan, inputs_from_ratings, plan
-from tasks import protocols
+from analysis.science.planning import Plan, inputs_from_ratings, plan
+from analysis.science import protocols
 from tasks.models import Study
 
 LIMITS = {"plan_halfwidth": (1e-3, 100.0), "plan_gap": (1e-3, 100.0), "plan_alpha_width": (1e-3, 2.0)}

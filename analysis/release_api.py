@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.models import DatasetRelease
-from analysis.release import LICENSES
+from analysis.science.release import LICENSES
 from analysis.release_services import ReleaseRefused, release_request
 from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
 

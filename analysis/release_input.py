@@ -1,9 +1,9 @@
-"""Study → :class:`analysis.release.ReleaseInput`: the ORM side of a dataset release.
+"""Study → :class:`analysis.science.release.ReleaseInput`: the ORM side of a dataset release.
 
 Builds on the zip export's reads (analysis.export_input): the numbers in one read, the vote rows
 chunk by chunk while ``votes.parquet`` is written, now with the protocol version of each vote;
 items stream with their image bytes read from storage a chunk at a time. Rater labels become
-pseudonyms (analysis.release.pseudonym, keyed per study from ``SECRET_KEY``) everywhere,
+pseudonyms (analysis.science.release.pseudonym, keyed per study from ``SECRET_KEY``) everywhere,
 report included; crowd ids leave only in the payment list, and only when asked for.
 """
 
@@ -23,7 +23,7 @@ from django.db.models.expressions import RawSQL
 from analysis import data as analysis_data
 from analysis import export_input
 from analysis.export_input import _Plan, study_export_input
-from analysis.release import ReleaseInput, pseudonym, scrub_text, study_key
+from analysis.science.release import ReleaseInput, pseudonym, scrub_text, study_key
 from raters.models import AttentionCheck, QualificationAttempt, QualityPolicy, Rater
 from tasks import provenance
 from tasks.models import ConditionImage, Item, Participation, ProtocolVersion, Rating, ScreenReport, Study

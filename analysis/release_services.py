@@ -1,6 +1,6 @@
 """Dataset releases of a study: request one (a background job builds it), build it, serve it.
 
-The build writes the package into a temporary folder (analysis.release.write_release streams the
+The build writes the package into a temporary folder (analysis.science.release.write_release streams the
 images and votes a chunk at a time), zips it into a temporary file and stores the zip in the media
 storage; only the zip's name, size, reporting card and manifest go in the database.
 """
@@ -19,7 +19,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from analysis.models import DatasetRelease
-from analysis.release import LICENSES, write_release, zip_folder
+from analysis.science.release import LICENSES, write_release, zip_folder
 from tasks.models import ProtocolVersion, Rating, Study
 
 

@@ -9,7 +9,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from analysis.models import DatasetRelease
-from analysis.release import LICENSES, card_rows
+from analysis.science.release import LICENSES, card_rows
 from analysis.release_services import ReleaseRefused, release_request, version_mix
 from tasks.research_views import _get_study_for_user, researcher_required
 

@@ -24,24 +24,24 @@ import numpy as np
 import pandas as pd
 
 from analysis import data
-from analysis.agreement import agreement_table, agreement_tables
-from analysis.ceiling import human_ceilings, judge_vs_rest
-from analysis.codes import RatingCodes, dense_rank
-from analysis.correlation import (KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations,
+from analysis.science.agreement import agreement_table, agreement_tables
+from analysis.science.ceiling import human_ceilings, judge_vs_rest
+from analysis.science.codes import RatingCodes, dense_rank
+from analysis.science.correlation import (KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations,
                                   tanh_of_mean)
-from analysis.imagenhub import add_overall, item_scores, model_summary
+from analysis.science.imagenhub import add_overall, item_scores, model_summary
 from analysis.importers import HUMAN_REFERENCE
-from analysis.judge_comparisons import JudgeBlock, compare_judges, yes_no_intervals
-from analysis.model_comparisons import compare_bradley_terry, compare_models
-from analysis.pairwise import pairwise_summary
-from analysis.rater_bootstrap import HumanReplicates
-from analysis.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
-from analysis.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
-from analysis.screening import mos_with_and_without_screening, screen_observers
-from analysis.subject_report import attach_items, fit_dimensions, section as subject_section
-from analysis.viescore_conventions import CONVENTIONS, DIFFERENCES, apply_truncation
-from analysis.zmos import group_means, mos_from_item_scores, zscore_by_rater
-from tasks import protocols
+from analysis.science.judge_comparisons import JudgeBlock, compare_judges, yes_no_intervals
+from analysis.science.model_comparisons import compare_bradley_terry, compare_models
+from analysis.science.pairwise import pairwise_summary
+from analysis.science.rater_bootstrap import HumanReplicates
+from analysis.science.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
+from analysis.science.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
+from analysis.science.screening import mos_with_and_without_screening, screen_observers
+from analysis.science.subject_report import attach_items, fit_dimensions, section as subject_section
+from analysis.science.viescore_conventions import CONVENTIONS, DIFFERENCES, apply_truncation
+from analysis.science.zmos import group_means, mos_from_item_scores, zscore_by_rater
+from analysis.science import protocols
 from tasks.models import Study
 
 LEVELS = ("nominal", "ordinal", "interval")
@@ -121,7 +121,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
     (tau-b, default) or "a" (tau-a, EvalMi-50K's convention where scores tie) for the judge
     correlations. ``conventions``: "default" or "viescore" (VIEScore's own analysis, so its published
     tables reproduce: tanh(mean r), items with every aspect scored, truncated fractional sub-scores;
-    see analysis.viescore_conventions; ``report["conventions"]`` lists what differs).
+    see analysis.science.viescore_conventions; ``report["conventions"]`` lists what differs).
     """
     if conventions not in CONVENTIONS:
         raise ValueError(f"conventions must be one of {', '.join(CONVENTIONS)}, got {conventions!r}")
@@ -152,7 +152,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "models": {},
         "study_level": {},
         "judges": {},
-        "subject_model": None,  # analysis.subject_report: filled for rated (non-pairwise) studies
+        "subject_model": None,  # analysis.science.subject_report: filled for rated (non-pairwise) studies
         "reasons": [],
     }
     if study.protocol == protocols.PAIRWISE:
@@ -184,7 +184,7 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
 
 
 def _put_subject_model(fits: Future, report: dict, frames: dict | None) -> None:
-    """The subject model beside z-MOS (analysis.subject_report), from its background fit."""
+    """The subject model beside z-MOS (analysis.science.subject_report), from its background fit."""
     report["subject_model"], items = subject_section(fits.result())
     if frames is not None:
         frames["subject_items"] = items
@@ -308,7 +308,7 @@ def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None)
 
 def _leaderboard(study: Study, human_items: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
     """Per dimension: every pair of models (paired bootstrap over instances, Holm) and bootstrap rank
-    intervals (analysis.model_comparisons) from the per-item human scores the report uses."""
+    intervals (analysis.science.model_comparisons) from the per-item human scores the report uses."""
     instances = data.item_table(study).set_index("item")["instance"]
     out = {}
     for dim, part in human_items.dropna(subset=["human"]).groupby("dimension", sort=False):
@@ -604,12 +604,12 @@ def _judges_section(scores: pd.DataFrame, human: pd.DataFrame, report: dict, rea
     dimension's name when it is the judge's only dimension, else as ``<judge dim>~<human dim>``.
     A judge's yes/no answers (dimension ``qa``, EvalMi) are compared with the human majority
     answer per item instead (:func:`_judge_qa`). ``raters``: the per-rater frame the human ceiling
-    used, for the like-for-like comparison (:func:`analysis.ceiling.judge_vs_rest`);
+    used, for the like-for-like comparison (:func:`analysis.science.ceiling.judge_vs_rest`);
     ``judge_items`` and ``kendall``: see :func:`build_report`. ``n_boot`` > 0 adds bootstrap intervals
     to every correlation and the paired comparisons (:func:`_put_comparisons`); ``average`` is how
     they average over models ("fisher", or "tanh_mean" under VIEScore's conventions).
     Each per-model block also gets ``ci95`` (Spearman, Pearson) over items, and over raters when the
-    study's raters are sampled (:func:`analysis.report_intervals.correlation_block`); the pooled
+    study's raters are sampled (:func:`analysis.science.report_intervals.correlation_block`); the pooled
     correlation has none (over every item of the study it costs ten times a model's, on every view).
     """
     blocks: list[JudgeBlock] = []
@@ -716,7 +716,7 @@ def _put_comparisons(report: dict, reasons: Reasons, blocks: list, raters: pd.Da
     """Bootstrap intervals into every judge block (per model: ``srcc_ci95``, ``plcc_ci95``, and a
     Fieller ``krcc_ci95``; per judge: ``spearman_mean_ci95``, ``pearson_mean_ci95`` around the mean
     over models) and the paired comparisons, Holm-adjusted, under ``report["judge_comparisons"]``
-    (analysis.judge_comparisons)."""
+    (analysis.science.judge_comparisons)."""
     result = compare_judges(blocks, raters=raters, n_boot=n_boot, seed=seed, average=average)
     for why in result["reasons"]:
         reasons.add("judge_comparisons", why)
@@ -747,7 +747,7 @@ def _correlation_interval(merged: pd.DataFrame, raters: pd.DataFrame | None, hdi
 def _judge_vs_rest(merged: pd.DataFrame, raters: pd.DataFrame | None, hdim: str, lower: bool, reasons: Reasons,
                    where: str) -> tuple[dict, dict] | None:
     """(per model, pooled) correlations of the judge with the mean of the other raters, averaged over
-    left-out raters (:func:`analysis.ceiling.judge_vs_rest`); None without per-rater ratings."""
+    left-out raters (:func:`analysis.science.ceiling.judge_vs_rest`); None without per-rater ratings."""
     if raters is None or hdim not in raters.columns:
         reasons.add(f"{where}.ceiling_comparison", "no per-rater ratings: no leave-one-out comparison")
         return None
@@ -788,7 +788,7 @@ def _judge_qa(judge: str, answers: pd.DataFrame, human_qa: pd.DataFrame | None, 
     """The judge's yes/no answer (1/0) per item against the human majority answer: agreement and
     Cohen's kappa per model and over the study. Items whose human majority is a tie are left out
     (``undecided_excluded``). With ``n_boot`` > 0 both get bootstrap 95% intervals over items
-    (:func:`analysis.judge_comparisons.yes_no_intervals`)."""
+    (:func:`analysis.science.judge_comparisons.yes_no_intervals`)."""
     where = f"judges.{judge}.{QA_DIMENSION}"
     if human_qa is None or human_qa.empty:
         reasons.add(where, "no human yes/no answers to compare with")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from analysis import dashboard
-from analysis.subject_report import fit_dimensions
-from tasks import protocols
+from analysis.science.subject_report import fit_dimensions
+from analysis.science import protocols
 from tasks.models import Study
 
 

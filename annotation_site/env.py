@@ -93,8 +93,8 @@ def database_config(url: str | None, *, default_sqlite_path: str, prepare_thresh
 def judge_endpoints() -> dict[str, dict]:
     """Operator judge endpoints from ``JUDGE_ENDPOINTS`` (JSON) and/or the single-endpoint
     ``JUDGE_API_BASE`` / ``JUDGE_MODEL`` / ``JUDGE_API_KEY`` (the endpoint named ``default``).
-    A bad entry stops start-up with the reason (analysis.judges.endpoints checks the schema)."""
-    from analysis.judges.endpoints import EndpointError, endpoints_from_environ
+    A bad entry stops start-up with the reason (analysis.science.judges.endpoints checks the schema)."""
+    from analysis.science.judges.endpoints import EndpointError, endpoints_from_environ
 
     try:
         return endpoints_from_environ(os.environ)
@@ -104,7 +104,7 @@ def judge_endpoints() -> dict[str, dict]:
 
 def envnetworks(name: str) -> list[str]:
     """Comma-separated IP addresses or CIDR networks, each checked."""
-    from analysis.judges.endpoints import EndpointError, parse_networks
+    from analysis.science.judges.endpoints import EndpointError, parse_networks
 
     values = envlist(name, [])
     try:

@@ -1,4 +1,4 @@
-"""Coverage of 95 % intervals with known truth: item-only vs items+raters (analysis.rater_bootstrap).
+"""Coverage of 95 % intervals with known truth: item-only vs items+raters (analysis.science.rater_bootstrap).
 
     .venv/bin/python -m bench.coverage [--reps 200] [--n-boot 400] [--seed 0] [--scenarios pool,spammers]
 
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.pairwise import _cells, _encode, _tallies, _win_rates, bradley_terry
-from analysis.rater_bootstrap import (agreement_intervals, agreement_statistics, correlation_intervals,
+from analysis.science.pairwise import _cells, _encode, _tallies, _win_rates, bradley_terry
+from analysis.science.rater_bootstrap import (agreement_intervals, agreement_statistics, correlation_intervals,
                                       mean_intervals, pairwise_intervals)
 
 MODEL_MEANS = (2.6, 3.0, 3.4)

@@ -26,7 +26,7 @@ DIMENSIONS = ["perception", "correspondence"]
 
 
 def read_mos() -> pd.DataFrame:
-    from analysis.formats import read_evalmi_mos
+    from analysis.science.formats import read_evalmi_mos
 
     return read_evalmi_mos(DATASET / "AIGI2025_MOS_yn.xlsx")
 

@@ -69,7 +69,7 @@ def _release_phase(slug: str, use_tracemalloc: bool) -> dict:
         import tracemalloc
 
         tracemalloc.start()
-    from analysis.release import write_release, zip_folder
+    from analysis.science.release import write_release, zip_folder
     from analysis.release_input import study_release_input
     from tasks.models import Study
 

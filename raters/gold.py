@@ -39,7 +39,7 @@ from raters.models import (
     Rater,
     RaterStanding,
 )
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Assignment, Comparison, ComparisonGold, GoldAnswer, Item, Rating, RatingRevision, Study
 
 

@@ -14,7 +14,7 @@ estimate: ``tasks.configure_services.study_cost``). Only approved rows get a bon
 per hour the bonus is 0.
 
 The CSV is safe to open in a spreadsheet: text cells starting with ``= + - @`` (or tab / CR) get
-a leading quote (analysis.exports.escape_cell, the export's rule).
+a leading quote (analysis.science.exports.escape_cell, the export's rule).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from decimal import Decimal
 
 from django.db.models import Count
 
-from analysis.exports import _csv_text
+from analysis.science.exports import _csv_text
 from raters.models import Rater, RaterAction, RaterStanding
 from raters.quality import rater_rows
 from tasks.models import Participation, Rating, Study

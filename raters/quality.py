@@ -1,6 +1,6 @@
 """One builder for the rater-quality numbers of a study: the page, the rules and exports use it.
 
-Loads the study's ratings into the long frame ``analysis.quality`` expects (scores rescaled to
+Loads the study's ratings into the long frame ``analysis.science.rater_flags`` expects (scores rescaled to
 0-1 per dimension), adds gold accuracy and attention-check failures, and returns per-rater rows.
 Attention-check items are left out of the frame (their answer was instructed, not judged).
 """
@@ -12,10 +12,10 @@ from datetime import timedelta
 
 import pandas as pd
 
-from analysis.quality import Flag, RaterQuality, Thresholds, rater_quality
+from analysis.science.rater_flags import Flag, RaterQuality, Thresholds, rater_quality
 from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater, reserved_item_ids
 from raters.models import QualityPolicy, Rater, RaterStanding
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Rating, Study
 
 BEHAVIOUR_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500")

@@ -144,7 +144,7 @@ def rater_rules_apply(*, rater: Rater, study) -> list[str]:
 
     Returns the reasons of the actions taken (empty when nothing changed).
     """
-    from analysis.quality import attention_flag, gold_flag
+    from analysis.science.rater_flags import attention_flag, gold_flag
     from raters.gold import attention_failures, gold_accuracy
 
     policy = QualityPolicy.for_study(study)
@@ -168,7 +168,7 @@ def study_rules_apply(*, study) -> dict[int, list[str]]:
     """
     from raters.quality import BEHAVIOUR_CODES, study_quality
 
-    from analysis.quality import attention_flag, gold_flag
+    from analysis.science.rater_flags import attention_flag, gold_flag
     from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater
 
     policy = QualityPolicy.for_study(study)

@@ -13,13 +13,13 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from analysis.quality import FLAG_LABELS
+from analysis.science.rater_flags import FLAG_LABELS
 from raters import gold as gold_service
 from raters.models import Decision, QualityPolicy, QualityRulesSchedule, Rater, RaterAction, RaterStanding
-from raters.plots import score_distribution_svg
+from analysis.science.rater_plots import score_distribution_svg
 from raters.quality import RaterRow, rater_rows, study_frame
 from raters.services import DecisionRefused, rater_decide, study_rules_apply
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Comparison, Item, Study
 from tasks.rating_context import display_screen, parse_entries, screen_view, selections_from
 

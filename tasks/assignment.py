@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
 from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
-from tasks import protocols
+from analysis.science import protocols
 from tasks.joined import JoinedRow, Part
 from tasks.models import (
     RANK_RANGE,

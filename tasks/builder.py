@@ -62,9 +62,9 @@ from typing import IO, Any
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
-from tasks.task_types import applicable_settings, task_type_problem
+from analysis.science.task_types import applicable_settings, task_type_problem
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")

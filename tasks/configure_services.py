@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from raters.models import AttentionCheck, QualityPolicy
-from tasks import protocols
+from analysis.science import protocols
 from tasks.images import ImageRejected, inspect_image, store_image
 from tasks.models import Item, Rating, Study, WorkedExample
 from tasks.study_services import user_is_researcher

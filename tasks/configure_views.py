@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.configure_forms import StudyConfigureForm, WorkedExampleForm, initial_of
 from tasks.configure_services import (
     ConfigurationRefused,

@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from raters.models import Rater
-from tasks import demo_scenes, protocols
+from tasks import demo_scenes
+from analysis.science import protocols
 from tasks.images import store_pil_image
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, Study
 

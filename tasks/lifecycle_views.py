@@ -19,14 +19,14 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.assignment import Screen
 from tasks.builder_forms import PROTOCOL_LABELS
 from tasks.models import Assignment, Comparison, ConditionImage, GenModel, Item, Study
 from tasks.rating_context import parse_entries, picture, screen_view, selections_from
 from tasks.research_views import _get_study_for_user, researcher_required
 from tasks.sample_bundles import sample_bundle
-from tasks.task_types import TASK_TYPES
+from analysis.science.task_types import TASK_TYPES
 
 ITEMS_PER_PAGE = 24
 MAX_QUERY_LENGTH = 200

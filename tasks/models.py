@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.constraints import CompositeForeignKey
 
 
@@ -139,7 +139,7 @@ class Study(models.Model):
             self.settings = protocols.get_protocol(self.protocol).clean_settings(self.settings)
         except protocols.ProtocolError as exc:
             raise ValidationError({"settings": str(exc)}) from None
-        from tasks.task_types import applicable_settings  # settings of another task are not stored
+        from analysis.science.task_types import applicable_settings  # settings of another task are not stored
 
         self.settings = applicable_settings(self.protocol, self.task_type, self.settings)
         if self.protocol == protocols.IMAGENHUB and self.task_type not in protocols.IMAGENHUB_TASKS:

@@ -37,7 +37,7 @@ from django.db.models import Max
 from django.db.models.signals import post_save
 from django.template.loader import render_to_string
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import ComparisonGold, GoldAnswer, ProtocolVersion, Study
 
 _SCREEN_TEMPLATES = ("rating/layout.html", "rating/screen.html", "rating/_rubric.html")

@@ -20,7 +20,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from raters.gold import attention_instruction
-from tasks import protocols
+from analysis.science import protocols
 from tasks.assignment import Screen
 from tasks.derivatives import SIZES
 from tasks.models import Assignment, ConditionImage, Item, Rating, StoredImage

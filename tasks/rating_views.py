@@ -19,7 +19,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from raters.gold import completion_allowed, qualification_status
 from raters.models import QualificationAttempt, Rater
-from tasks import crowd, outcomes, protocols
+from tasks import crowd, outcomes
+from analysis.science import protocols
 from tasks.assignment import (
     AssignmentUnavailable,
     Screen,

@@ -17,16 +17,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import dashboard, planning_page, plots, subject_dashboard, subject_report
+from analysis import dashboard, planning_page, subject_dashboard
+from analysis.science import subject_report
+from analysis.science import plots
 from analysis.api import export_response
 from analysis.data import item_table, ratings_frame
-from analysis.imagenhub import add_overall, item_scores, per_rater_means
-from analysis.leaderboard import rank_agreement, rank_models
+from analysis.science.imagenhub import add_overall, item_scores, per_rater_means
+from analysis.science.leaderboard import rank_agreement, rank_models
 from analysis.models import DatasetRelease
 from analysis.notices import study_notices_check
-from analysis.release import card_rows
-from analysis.zmos import item_mos
-from tasks import protocols
+from analysis.science.release import card_rows
+from analysis.science.zmos import item_mos
+from analysis.science import protocols
 from tasks.build_services import study_build_problems, study_build_start
 from tasks.builder import BundleInvalid, StudySpec
 from tasks.builder_forms import BundleForm

@@ -14,9 +14,9 @@ import zipfile
 
 from PIL import Image, ImageDraw
 
-from tasks import protocols
+from analysis.science import protocols
 from tasks.builder import TASK_NEEDS
-from tasks.task_types import TASK_TYPES
+from analysis.science.task_types import TASK_TYPES
 
 SIDE = 128
 MODELS = ("ModelA", "ModelB", "ModelC")

@@ -13,7 +13,7 @@ from django.utils import timezone
 from raters.gold import may_work
 from raters.models import Rater, RaterStanding
 from raters.services import rating_recorded, study_rules_schedule
-from tasks import protocols
+from analysis.science import protocols
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 

@@ -22,7 +22,8 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
-from tasks import protocols, provenance
+from tasks import provenance
+from analysis.science import protocols
 from tasks.models import (
     Assignment,
     Comparison,

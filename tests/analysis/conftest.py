@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.formats import read_evalmi_mos, read_imagenhub_task
-from analysis.imagenhub import add_overall
+from analysis.science.formats import read_evalmi_mos, read_imagenhub_task
+from analysis.science.imagenhub import add_overall
 
 IMAGENHUB_TASKS = (
     "Text-To-Image",

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from analysis.agreement import (
+from analysis.science.agreement import (
     LEVELS,
     _alpha_from_weights,
     _unit_counts,
@@ -118,7 +118,7 @@ def test_alpha_never_exceeds_one_and_is_none_or_finite(data, level):
 
 
 def test_collapsing_units_with_equal_counts_into_patterns_keeps_alpha_and_kappa():
-    from analysis.agreement import _alpha_from_sums, _kappa_from_sums, _weighted_sums, agreement_estimates
+    from analysis.science.agreement import _alpha_from_sums, _kappa_from_sums, _weighted_sums, agreement_estimates
 
     rng = np.random.default_rng(11)
     data = rng.integers(1, 4, size=(5, 400)).astype(float)
@@ -137,7 +137,7 @@ def test_collapsing_units_with_equal_counts_into_patterns_keeps_alpha_and_kappa(
 
 
 def test_agreement_table_from_long_ratings_equals_the_matrix_path_with_the_package_alpha():
-    from analysis.agreement import agreement_estimates, reliability_matrix
+    from analysis.science.agreement import agreement_estimates, reliability_matrix
 
     rng = np.random.default_rng(21)
     for trial in range(20):
@@ -167,7 +167,7 @@ def test_agreement_table_from_long_ratings_equals_the_matrix_path_with_the_packa
 
 
 def test_groups_of_equal_size_share_draws_but_get_the_same_weights_as_fresh_draws():
-    from analysis.agreement import _bootstrap_weights, _SharedDraws
+    from analysis.science.agreement import _bootstrap_weights, _SharedDraws
 
     rng = np.random.default_rng(5)
     shared = _SharedDraws()
@@ -181,7 +181,7 @@ def test_groups_of_equal_size_share_draws_but_get_the_same_weights_as_fresh_draw
 
 
 def test_agreement_for_several_groupings_equals_one_call_per_grouping():
-    from analysis.agreement import agreement_tables
+    from analysis.science.agreement import agreement_tables
 
     rng = np.random.default_rng(8)
     n = 500
@@ -198,7 +198,7 @@ def test_agreement_for_several_groupings_equals_one_call_per_grouping():
 
 
 def test_count_patterns_equal_numpy_row_unique():
-    from analysis.agreement import _patterns
+    from analysis.science.agreement import _patterns
 
     rng = np.random.default_rng(3)
     for n_values in (1, 3, 7):
@@ -210,7 +210,7 @@ def test_count_patterns_equal_numpy_row_unique():
 
 @pytest.mark.parametrize("shared_cells", [8_000_000, 2_000])  # one product, or batches of a few groups
 def test_a_batch_of_groups_gets_the_replicates_each_group_would_get_alone(monkeypatch, shared_cells):
-    from analysis import agreement
+    from analysis.science import agreement
 
     monkeypatch.setattr(agreement, "_SHARED_CELLS", shared_cells)
     rng = np.random.default_rng(12)
@@ -230,7 +230,7 @@ def test_a_batch_of_groups_gets_the_replicates_each_group_would_get_alone(monkey
 
 
 def test_kappa_from_the_coincidence_row_sums_equals_fleiss_from_the_counts():
-    from analysis.agreement import fleiss_kappa
+    from analysis.science.agreement import fleiss_kappa
 
     rng = np.random.default_rng(13)
     for _ in range(20):
@@ -248,7 +248,7 @@ def test_kappa_from_the_coincidence_row_sums_equals_fleiss_from_the_counts():
 def test_pattern_counts_of_a_replicate_follow_the_exact_multinomial(rate):
     from scipy import stats
 
-    from analysis.agreement import _multinomial_counts
+    from analysis.science.agreement import _multinomial_counts
 
     frequency = np.array([5, 3, 2])  # 10 units in 3 patterns: every outcome's probability is known
     counts = _multinomial_counts(np.random.default_rng(1), frequency, 40_000, rate=rate)
@@ -272,7 +272,7 @@ def test_study_bootstrap_keeps_the_point_estimates_and_the_interval_width_and_co
     """The pattern counts used to come from rng.multinomial; they are now drawn as Poisson counts
     topped up to n. Same distribution: over 30 data sets the intervals are as wide (within 15 %)
     and cover the population value as often; point estimates do not depend on the draws."""
-    from analysis import agreement
+    from analysis.science import agreement
 
     def old_draws(rng, frequency, size, rate=None):
         return rng.multinomial(int(frequency.sum()), frequency / frequency.sum(), size=size)
@@ -302,6 +302,6 @@ def test_study_bootstrap_keeps_the_point_estimates_and_the_interval_width_and_co
 
 
 def agreement_estimates_of(data, *, n_boot, seed=0):
-    from analysis.agreement import agreement_estimates
+    from analysis.science.agreement import agreement_estimates
 
     return agreement_estimates(data, levels=LEVELS, kappa=True, n_boot=n_boot, seed=seed)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.agreement import agreement_estimates, agreement_table
+from analysis.science.agreement import agreement_estimates, agreement_table
 
 # Gwet (2014), Handbook of Inter-Rater Reliability, 4th ed., the "cac.raw4raters" example: units x raters.
 HANDBOOK = np.array([

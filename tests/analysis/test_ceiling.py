@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.ceiling import human_ceiling, pairwise_rater_correlations, rater_vs_rest
+from analysis.science.ceiling import human_ceiling, pairwise_rater_correlations, rater_vs_rest
 
 
 def test_rater_is_compared_with_the_mean_of_the_others():
@@ -51,7 +51,7 @@ def _ceiling_by_scipy_loop(ratings, score, by):
     """The straightforward definition: pivot per group, one scipy call per rater and method."""
     from scipy import stats
 
-    from analysis.correlation import fisher_z_mean
+    from analysis.science.correlation import fisher_z_mean
 
     rows = []
     groups = ratings.groupby(list(by), sort=True) if by else [((), ratings)]
@@ -104,7 +104,7 @@ def test_ceiling_rows_come_group_by_group_then_dimension():
 
 
 def test_ceilings_for_several_groupings_equal_one_call_per_grouping():
-    from analysis.ceiling import human_ceilings
+    from analysis.science.ceiling import human_ceilings
 
     rng = np.random.default_rng(2)
     for unique_items in (True, False):
@@ -126,7 +126,7 @@ def test_ceilings_for_several_groupings_equal_one_call_per_grouping():
 def test_judge_vs_rest_is_the_judge_against_the_mean_of_the_other_raters_averaged_over_left_out_raters():
     from scipy import stats
 
-    from analysis.ceiling import judge_vs_rest
+    from analysis.science.ceiling import judge_vs_rest
 
     rng = np.random.default_rng(5)
     truth = rng.random(12)

@@ -1,15 +1,15 @@
-"""Codes computed once per report (analysis.codes) give every analysis the same result as coding
+"""Codes computed once per report (analysis.science.codes) give every analysis the same result as coding
 the labels itself."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.agreement import agreement_tables
-from analysis.ceiling import human_ceilings
-from analysis.codes import RatingCodes, appearance_order, dense_rank
-from analysis.screening import mos_with_and_without_screening, screen_observers
-from analysis.zmos import group_means, zscore_by_rater
+from analysis.science.agreement import agreement_tables
+from analysis.science.ceiling import human_ceilings
+from analysis.science.codes import RatingCodes, appearance_order, dense_rank
+from analysis.science.screening import mos_with_and_without_screening, screen_observers
+from analysis.science.zmos import group_means, zscore_by_rater
 
 
 def messy_ratings(seed: int, n: int = 900) -> pd.DataFrame:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.correlation import (
+from analysis.science.correlation import (
     fisher_z_mean,
     model_level_agreement,
     per_group_correlations,
@@ -112,7 +112,7 @@ def test_correlations_are_symmetric(pairs):
 def test_grouped_correlations_match_scipy_per_group_with_ties_and_float_noise():
     from scipy import stats
 
-    from analysis.correlation import grouped_correlations
+    from analysis.science.correlation import grouped_correlations
 
     rng = np.random.default_rng(3)
     for trial in range(60):
@@ -146,7 +146,7 @@ def test_grouped_correlations_match_scipy_per_group_with_ties_and_float_noise():
 def test_grouped_kendall_counts_discordant_pairs_with_many_distinct_values_on_both_sides():
     from scipy import stats
 
-    from analysis.correlation import grouped_correlations
+    from analysis.science.correlation import grouped_correlations
 
     rng = np.random.default_rng(4)
     groups = np.repeat([0, 1], [700, 300])
@@ -157,7 +157,7 @@ def test_grouped_kendall_counts_discordant_pairs_with_many_distinct_values_on_bo
 
 
 def test_grouped_correlations_explain_undefined_groups_like_sample_correlations():
-    from analysis.correlation import grouped_correlations
+    from analysis.science.correlation import grouped_correlations
 
     result = grouped_correlations([0, 0, 0, 1, 1, 2, 2, 2], [1, 1, 1, 1, 2, 1, 2, 3], [1, 2, 3, 1, 2, 5, 5, 5],
                                   n_groups=4)
@@ -174,7 +174,7 @@ def test_grouped_correlations_explain_undefined_groups_like_sample_correlations(
 def test_grouped_correlations_rank_the_side_with_few_values_by_counting_or_sorting_alike(monkeypatch, counting):
     from scipy import stats
 
-    from analysis import correlation
+    from analysis.science import correlation
 
     if not counting:  # no cells allowed: the few-valued side gets its own sort
         monkeypatch.setattr(correlation, "_CELLS_PER_PAIR", 0)

@@ -1,4 +1,4 @@
-"""Dependent-correlation tests and the count-weighted bootstrap (analysis.correlation_tests).
+"""Dependent-correlation tests and the count-weighted bootstrap (analysis.science.correlation_tests).
 
 Oracles: Zou's (2007) published worked example; Williams' t and Steiger's Z recomputed independently
 (the 3x3 determinant by numpy.linalg, the covariance of two Fisher z's by the Pearson-Filon formula
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.correlation_tests import (
+from analysis.science.correlation_tests import (
     bootstrap_counts,
     fisher_interval,
     holm,

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="the CLIP extra is not installed (pi
 transformers = pytest.importorskip("transformers", reason="the CLIP extra is not installed")
 
 from analysis.judge_services import JudgeRunError, judge_create, judge_run_start  # noqa: E402
-from analysis.judges import embedding  # noqa: E402
+from analysis.science.judges import embedding  # noqa: E402
 from analysis.models import JudgeScore  # noqa: E402
 from tasks.images import store_image  # noqa: E402
 from tasks.models import ConditionImage  # noqa: E402

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.judge_services import JudgeRunError, judge_create
-from analysis.judges import embedding
+from analysis.science.judges import embedding
 from analysis.models import Judge
 
 pytestmark = pytest.mark.django_db

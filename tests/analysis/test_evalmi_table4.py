@@ -7,8 +7,8 @@ of images whose majority answer Y/N is yes.
 
 import pytest
 
-from analysis.qa import combine_sub_answers, model_accuracy
-from analysis.zmos import mos_from_item_scores
+from analysis.science.qa import combine_sub_answers, model_accuracy
+from analysis.science.zmos import mos_from_item_scores
 
 # data model name -> (perception, correspondence, QA %)  (Table 4, "Human")
 TABLE4_HUMAN = {

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from analysis.formats import (
+from analysis.science.formats import (
     parse_imagenhub_tsv,
     parse_viescore_json,
     read_autometrics,

@@ -2,7 +2,7 @@
 
 What the paper computes, as established by these tests:
 * SC/PQ/Overall "mean ± std": per rater the mean over items, then mean and
-  *population* std across the three raters (analysis.imagenhub).
+  *population* std across the three raters (analysis.science.imagenhub).
 * Kd_O: Krippendorff's alpha, **ordinal** level, on the per-rating
   O = sqrt(SC * PQ), raters as rows and items as columns. (Interval gives
   e.g. 0.56 instead of 0.34 for DALLE3; nominal gives the Fleiss column.)
@@ -14,8 +14,8 @@ everywhere, so alpha and kappa are undefined.
 
 import pytest
 
-from analysis.agreement import agreement_table, fleiss_kappa, krippendorff_alpha, reliability_matrix
-from analysis.imagenhub import model_summary
+from analysis.science.agreement import agreement_table, fleiss_kappa, krippendorff_alpha, reliability_matrix
+from analysis.science.imagenhub import model_summary
 
 # task, paper name, data column, SC, SC±, PQ, PQ±, O, O±, Fleiss, Kd  (seed 003, Table 4)
 TABLE4 = [

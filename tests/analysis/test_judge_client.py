@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.judges.client import ChatClient, ChatError, ClientConfig, RateLimiter
-from analysis.judges.endpoints import Endpoint, Target, resolve_target
-from analysis.judges.evaluators import (
+from analysis.science.judges.client import ChatClient, ChatError, ClientConfig, RateLimiter
+from analysis.science.judges.endpoints import Endpoint, Target, resolve_target
+from analysis.science.judges.evaluators import (
     ItemInputs,
     dual_sided,
     evaluate_evalmi,
@@ -174,7 +174,7 @@ def test_the_rate_limiter_spaces_request_starts():
 
 
 def test_pairwise_agreement_counts_matches_and_position_bias():
-    from analysis.judges.agreement import majority_label, pairwise_agreement, single_label
+    from analysis.science.judges.agreement import majority_label, pairwise_agreement, single_label
 
     assert majority_label(["A", "A", "B"]) == "A"
     assert majority_label(["A", "B"]) == "tie" and majority_label(["both_bad", "tie", "A"]) == "tie"

@@ -1,4 +1,4 @@
-"""Which judge differences are real (analysis.judge_comparisons), without the database.
+"""Which judge differences are real (analysis.science.judge_comparisons), without the database.
 
 Synthetic judges with known truth and brute-force oracles (scipy on every resample written out, the
 ceiling module on the same items); the issue's two worked examples on the VIEScore release.
@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.ceiling import human_ceiling, judge_vs_rest
-from analysis.correlation import fisher_z_mean, viescore_table
-from analysis.correlation_tests import bootstrap_counts
-from analysis.judge_comparisons import JudgeBlock, _agreement_and_kappa, _seed, compare_judges, yes_no_intervals
-from analysis.qa import yes_no_agreement
+from analysis.science.ceiling import human_ceiling, judge_vs_rest
+from analysis.science.correlation import fisher_z_mean, viescore_table
+from analysis.science.correlation_tests import bootstrap_counts
+from analysis.science.judge_comparisons import JudgeBlock, _agreement_and_kappa, _seed, compare_judges, yes_no_intervals
+from analysis.science.qa import yes_no_agreement
 
 RELEASE = Path(os.environ.get("VIESCORE_RELEASE", "/nonexistent"))
 
@@ -145,8 +145,8 @@ def test_yes_no_intervals_cover_the_estimate_and_count_undefined_kappa():
 
 
 def _release_blocks(viescore_root, task: str, aspect: str, settings: list[str]) -> list[JudgeBlock]:
-    from analysis.formats import read_imagenhub_task, read_viescore_judge
-    from analysis.imagenhub import add_overall, item_scores
+    from analysis.science.formats import read_imagenhub_task, read_viescore_judge
+    from analysis.science.imagenhub import add_overall, item_scores
 
     human = item_scores(add_overall(read_imagenhub_task(viescore_root / "human_ratings" / task)
                                     .rename(columns={"uid": "item"})))
@@ -189,7 +189,7 @@ def test_subject_driven_editing_pq_gemini_and_gpt4v_are_not_told_apart(viescore_
 
 
 def test_a_study_too_large_for_the_bootstrap_budget_is_skipped_with_the_n_boot_that_fits(monkeypatch):
-    import analysis.judge_comparisons as module
+    import analysis.science.judge_comparisons as module
 
     blocks, _ = _study(n=20)  # 60 items
     monkeypatch.setattr(module, "WORK_LIMIT", 60 * 100)

@@ -16,9 +16,9 @@ import pytest
 from django.urls import reverse
 
 from analysis.judge_services import JudgeRunError, judge_create, judge_run_start
-from analysis.judges import endpoints
-from analysis.judges.client import ChatClient, ChatError, ClientConfig
-from analysis.judges.endpoints import EndpointError, Target, check_researcher_url, endpoints_from_environ
+from analysis.science.judges import endpoints
+from analysis.science.judges.client import ChatClient, ChatError, ClientConfig
+from analysis.science.judges.endpoints import EndpointError, Target, check_researcher_url, endpoints_from_environ
 from analysis.models import Judge, JudgeRun, JudgeScore
 from tasks.images import store_image
 from tests.factories import make_item, make_study, make_user, png_bytes

@@ -1,4 +1,4 @@
-"""Classical metrics (analysis.metrics): known values on constructed images."""
+"""Classical metrics (analysis.science.metrics): known values on constructed images."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis import metrics
+from analysis.science import metrics
 
 rng = np.random.default_rng(7)
 TEXTURE = rng.random((48, 48, 3))

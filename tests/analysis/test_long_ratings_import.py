@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from django.core.management import CommandError, call_command
 
-from analysis.formats import read_imagenhub_task
+from analysis.science.formats import read_imagenhub_task
 from analysis.importers import ImportFailed, imagenhub_import, long_ratings_import
 from analysis.report import build_report
 from tasks.models import Rating, Study

@@ -1,4 +1,4 @@
-"""All model pairs with Holm and bootstrap rank intervals (analysis.model_comparisons), without Django.
+"""All model pairs with Holm and bootstrap rank intervals (analysis.science.model_comparisons), without Django.
 
 Oracles: a brute-force loop that writes every resample of instances out (same counts), and
 simulations with known truth (models far apart are separated and ranked tightly; equal models are not).
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.correlation_tests import bootstrap_counts
-from analysis.model_comparisons import compare_models
+from analysis.science.correlation_tests import bootstrap_counts
+from analysis.science.model_comparisons import compare_models
 
 
 def _items(true_means, n=60, sd=0.3, seed=0, missing=0.0):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.pairwise import bradley_terry, pairwise_summary
+from analysis.science.pairwise import bradley_terry, pairwise_summary
 
 
 def judgements(*rows):
@@ -90,7 +90,7 @@ def test_win_rate_resamples_where_a_model_has_no_decisive_judgement_are_counted(
 
 
 def test_bradley_terry_pairs_and_rank_intervals_come_from_the_bootstrap_replicates():
-    from analysis.model_comparisons import compare_bradley_terry
+    from analysis.science.model_comparisons import compare_bradley_terry
 
     data = judgements(("X", "Y", "A", 40), ("X", "Y", "B", 10), ("Y", "Z", "A", 26), ("Y", "Z", "B", 24),
                       ("X", "Z", "A", 45), ("X", "Z", "B", 5))

@@ -1,4 +1,4 @@
-"""analysis.planning: sample sizes checked against formulas and against simulation (pure)."""
+"""analysis.science.planning: sample sizes checked against formulas and against simulation (pure)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.planning import (PlanInputs, inputs_from_mos, inputs_from_ratings, items_for_alpha_width,
+from analysis.science.planning import (PlanInputs, inputs_from_mos, inputs_from_ratings, items_for_alpha_width,
                                items_for_gap, paired_power, plan, raters_per_item)
 
 

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from analysis.qa import combine_sub_answers, item_verdicts, majority_votes, model_accuracy, normalise_answers
+from analysis.science.qa import combine_sub_answers, item_verdicts, majority_votes, model_accuracy, normalise_answers
 
 
 def answers(rows):
@@ -55,7 +55,7 @@ def test_sub_answers_combine_to_all_yes_and_leave_simple_prompts_missing():
 def test_yes_no_agreement_counts_matches_and_cohens_kappa_and_skips_ties():
     import numpy as np
 
-    from analysis.qa import verdict_as_number, yes_no_agreement
+    from analysis.science.qa import verdict_as_number, yes_no_agreement
 
     frame = pd.DataFrame({
         "model": ["A"] * 4 + ["B"] * 4,

@@ -1,4 +1,4 @@
-"""The two-way bootstrap of items and raters (analysis.rater_bootstrap), against oracles.
+"""The two-way bootstrap of items and raters (analysis.science.rater_bootstrap), against oracles.
 
 Pure: runs with ``-p no:django``.
 """
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.agreement import _alpha_from_weights, _unit_counts, agreement_estimates
-from analysis.rater_bootstrap import (
+from analysis.science.agreement import _alpha_from_weights, _unit_counts, agreement_estimates
+from analysis.science.rater_bootstrap import (
     ITEMS,
     ITEMS_RATERS,
     _weighted_pearson,
@@ -189,7 +189,7 @@ def test_the_rater_means_estimator_weights_raters_as_imagenhub_table_4():
     # with weights of one the estimator is the mean of per-rater means
     weights_one = mean_replicates(frame, value="score", estimator="rater_means", raters=False, n_boot=1, seed=0)
     assert set(replicates) == set(weights_one) == {"m0", "m1"}
-    from analysis.rater_bootstrap import _matrix as sparse_of, _weighted_mean
+    from analysis.science.rater_bootstrap import _matrix as sparse_of, _weighted_mean
 
     part = frame[frame["model"] == "m0"]
     item, _ = pd.factorize(part["item"], sort=True)
@@ -254,7 +254,7 @@ def test_pairwise_intervals_contain_the_estimates_and_clustering_by_rater_widens
 
 
 def test_ranks_of_a_fixed_vector_equal_the_general_weighted_ranks():
-    from analysis.rater_bootstrap import _fixed_order_ranks
+    from analysis.science.rater_bootstrap import _fixed_order_ranks
 
     rng = np.random.default_rng(16)
     x = rng.integers(0, 5, 20).astype(float)
@@ -271,7 +271,7 @@ def test_multiplicities_are_draws_with_replacement_that_sum_to_n():
 
 
 def test_judges_on_the_same_items_reuse_the_human_resamples_and_get_the_same_intervals():
-    from analysis.rater_bootstrap import HumanReplicates
+    from analysis.science.rater_bootstrap import HumanReplicates
 
     frame = _crowd(seed=17, items=50, pool=6)
     rng = np.random.default_rng(1)
@@ -289,7 +289,7 @@ def test_judges_on_the_same_items_reuse_the_human_resamples_and_get_the_same_int
 
 
 def test_few_raters_widen_the_percentiles_as_a_t_with_g_minus_1_degrees_of_freedom():
-    from analysis.rater_bootstrap import percentile_interval, tail_share
+    from analysis.science.rater_bootstrap import percentile_interval, tail_share
 
     z = stats.t.ppf(0.975, 9) * np.sqrt(10 / 9)
     assert tail_share(10) == pytest.approx(stats.norm.cdf(-z)) and tail_share(None) == 0.025

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from analysis.formats import read_evalmi_prompt_tasks, read_evalmi_questions
+from analysis.science.formats import read_evalmi_prompt_tasks, read_evalmi_questions
 from analysis.importers import evalmi_store, imagenhub_import, judge_import
 from analysis.report import build_report
 from raters.models import Rater

@@ -95,7 +95,7 @@ def test_viescore_conventions_reproduce_the_published_gpt4o_task_numbers(shared_
     sc, pq, o = GPT4O[slug]
     got = {dim: paper["judges"]["gpt4o-0shot"][dim]["spearman_tanh_mean"] for dim in ("SC", "PQ", "O")}
     assert got["SC"] == pytest.approx(sc, abs=5e-5) and got["PQ"] == pytest.approx(pq, abs=5e-5)
-    assert got["O"] == pytest.approx(o, abs=5e-3)  # float tie noise in O, see analysis.viescore_conventions
+    assert got["O"] == pytest.approx(o, abs=5e-3)  # float tie noise in O, see analysis.science.viescore_conventions
 
     default = build_report(study, n_boot=0)
     assert default["conventions"] == {"name": "default", "differences": []}

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import call_command
 
 from analysis.report import build_report
-from analysis.zmos import mos_from_item_scores
-from analysis.imagenhub import add_overall, item_scores
+from analysis.science.zmos import mos_from_item_scores
+from analysis.science.imagenhub import add_overall, item_scores
 from analysis import data
 from tasks.demo import build_demo
 from tasks.models import Comparison, Study

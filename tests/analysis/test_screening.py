@@ -3,7 +3,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.screening import mos_with_and_without_screening, screen_observers
+from analysis.science.screening import mos_with_and_without_screening, screen_observers
 
 
 def panel(n_raters=10, n_items=60, noise=0.4, seed=0):

@@ -1,4 +1,4 @@
-"""The subject model (analysis.subject_model) against SUREAL and against known truth.
+"""The subject model (analysis.science.subject_model) against SUREAL and against known truth.
 
 SUREAL (Netflix's reference implementation of ITU-T P.913 clause 12) is an optional oracle:
 ``test_matches_sureal_live`` runs it when it can be imported here, or through ``SUREAL_PYTHON``
@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.codes import RatingCodes
-from analysis.subject_model import INCONSISTENCY_FACTOR, fit_codes, subject_model, zmos_items
+from analysis.science.codes import RatingCodes
+from analysis.science.subject_model import INCONSISTENCY_FACTOR, fit_codes, subject_model, zmos_items
 
 ORACLE = Path(__file__).with_name("sureal_oracle.py")
 
@@ -280,7 +280,7 @@ def test_fit_codes_validates_and_handles_empty_input():
 
 
 def test_dimensions_on_the_same_rows_share_one_design_with_the_same_fits():
-    from analysis.subject_report import fit_dimensions
+    from analysis.science.subject_report import fit_dimensions
 
     ratings, _, _ = simulate(8, n_items=30, n_raters=10, missing=0.1)
     ratings["model"] = "m" + (ratings["item"].str[-1].astype(int) % 3).astype(str)

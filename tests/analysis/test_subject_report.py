@@ -1,4 +1,4 @@
-"""The report's subject_model section (analysis.subject_report) through the database."""
+"""The report's subject_model section (analysis.science.subject_report) through the database."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 from analysis import data
 from analysis.report import build_report
-from analysis.subject_model import subject_model
+from analysis.science.subject_model import subject_model
 from tasks.models import Study
 from tasks.services import rating_submit
 from tests.factories import make_instance, make_item, make_rater, make_study

@@ -1,4 +1,4 @@
-"""VIEScore's own analysis conventions (analysis.viescore_conventions), without the database.
+"""VIEScore's own analysis conventions (analysis.science.viescore_conventions), without the database.
 
 The O cells the report cannot match to the last decimal are explained here exactly: the VIEScore
 notebook ranks unsnapped floats, and its human O mean sums the three raters' O in the order its
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.correlation import tanh_of_mean
-from analysis.formats import read_imagenhub_task, read_viescore_judge
-from analysis.viescore_conventions import apply_truncation, truncated_score
+from analysis.science.correlation import tanh_of_mean
+from analysis.science.formats import read_imagenhub_task, read_viescore_judge
+from analysis.science.viescore_conventions import apply_truncation, truncated_score
 
 
 def test_list_scores_are_truncated_toward_zero_before_the_minimum():

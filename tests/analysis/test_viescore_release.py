@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.correlation import per_group_correlations, viescore_table
-from analysis.formats import read_imagenhub_task, read_viescore_judge
-from analysis.imagenhub import add_overall, item_scores
+from analysis.science.correlation import per_group_correlations, viescore_table
+from analysis.science.formats import read_imagenhub_task, read_viescore_judge
+from analysis.science.imagenhub import add_overall, item_scores
 
 RELEASE = Path(os.environ.get("VIESCORE_RELEASE", "/nonexistent"))
 SETTINGS = sorted(p.name for p in RELEASE.glob("results_*") if any(p.glob("*/*/SC.json")))

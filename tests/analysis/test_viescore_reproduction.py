@@ -18,15 +18,15 @@ fourth decimal; SC and PQ (exact values) match to 4 decimals.
 import pandas as pd
 import pytest
 
-from analysis.correlation import (
+from analysis.science.correlation import (
     fisher_z_mean,
     model_level_agreement,
     per_group_correlations,
     tanh_of_mean,
     viescore_table,
 )
-from analysis.formats import read_autometrics, read_imagenhub_task, read_viescore_judge
-from analysis.imagenhub import add_overall, item_scores, model_summary
+from analysis.science.formats import read_autometrics, read_imagenhub_task, read_viescore_judge
+from analysis.science.imagenhub import add_overall, item_scores, model_summary
 
 TASK_FILES = {
     "ImagenHub_Text-Guided_IG": "Text-To-Image",

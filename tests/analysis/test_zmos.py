@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.zmos import item_mos, model_mos, zscore_by_rater
+from analysis.science.zmos import item_mos, model_mos, zscore_by_rater
 
 
 def make_ratings(n_raters=5, n_items=12, seed=0, models=("m1", "m2")):
@@ -106,7 +106,7 @@ def test_z_scores_and_item_mos_equal_the_plain_pandas_formulas_on_random_panels(
 
 
 def test_model_mos_of_subsets_equals_model_mos_of_each_subset():
-    from analysis.zmos import model_mos_of_subsets
+    from analysis.science.zmos import model_mos_of_subsets
 
     ratings = make_ratings(n_raters=6, n_items=40, seed=3, models=("m1", "m2", "m3"))
     ratings.loc[ratings["rater"] == "rater5", "score"] = 2.0  # sigma 0: excluded in both
@@ -119,7 +119,7 @@ def test_model_mos_of_subsets_equals_model_mos_of_each_subset():
 
 
 def test_group_means_equal_pandas_groupby_means():
-    from analysis.zmos import group_means
+    from analysis.science.zmos import group_means
 
     ratings = make_ratings(n_raters=4, n_items=20, seed=5).sample(frac=1, random_state=1)
     ratings.loc[ratings.index[:7], "score"] = np.nan

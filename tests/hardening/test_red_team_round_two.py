@@ -66,7 +66,7 @@ def test_a_blocked_rater_cannot_open_the_qualification_or_see_its_images(client)
 
 
 def test_plots_draw_model_names_that_look_like_mathtext(client):
-    from analysis import plots
+    from analysis.science import plots
     import pandas as pd
 
     table = pd.DataFrame({"model": ["$\\frac{$", "b"], "mean": [1.0, 2.0], "ci_low": [0.5, 1.5], "ci_high": [1.5, 2.5]})

@@ -59,7 +59,7 @@ def persona_answers(truth: list[tuple[float, float]], seed: int = 11) -> list[An
 
 
 def long_frame(answers: list[Answer]) -> pd.DataFrame:
-    """The long (rater, item, dimension, score, time_ms) frame analysis.quality takes."""
+    """The long (rater, item, dimension, score, time_ms) frame analysis.science.rater_flags takes."""
     rows = []
     for a in answers:
         for dim in ("SC", "PQ"):

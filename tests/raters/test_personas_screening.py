@@ -9,7 +9,7 @@ ratings analysis uses must rise.
 import pandas as pd
 import pytest
 
-from analysis.agreement import krippendorff_alpha, reliability_matrix
+from analysis.science.agreement import krippendorff_alpha, reliability_matrix
 from raters.models import QualityPolicy, QualityRulesSchedule, Rater, RaterAction, RaterStanding
 from raters.quality import analysis_ratings, rater_rows
 from raters.services import study_rules_apply

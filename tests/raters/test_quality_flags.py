@@ -1,11 +1,11 @@
-"""analysis.quality: behaviour flags on simulated personas and edge cases (pure, no database)."""
+"""analysis.science.rater_flags: behaviour flags on simulated personas and edge cases (pure, no database)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.agreement import krippendorff_alpha, reliability_matrix
-from analysis.quality import (
+from analysis.science.agreement import krippendorff_alpha, reliability_matrix
+from analysis.science.rater_flags import (
     Thresholds,
     attention_flag,
     consensus_agreement,

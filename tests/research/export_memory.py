@@ -48,7 +48,7 @@ def main() -> int:
         from django.db import connections
 
         from analysis.export_input import study_export_input
-        from analysis.exports import iter_export_zip
+        from analysis.science.exports import iter_export_zip
         from analysis.report import build_report
 
         print(f"study {study.slug}: {study.ratings.count():,} ratings, {study.items.count():,} items")

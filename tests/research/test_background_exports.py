@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from analysis.export_services import study_export_run, study_export_start
-from analysis.exports import iter_export_zip
+from analysis.science.exports import iter_export_zip
 from analysis.export_input import study_export_input
 from analysis.models import StudyExport
 from tests.factories import make_study, make_user

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.export_input import study_export_input
-from analysis.exports import iter_export_zip
+from analysis.science.exports import iter_export_zip
 from raters.services import rater_decide
 from tasks.models import Item, Study
 from tasks.services import rating_submit

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from analysis.export_input import study_export_input
-from analysis.exports import iter_export_zip
+from analysis.science.exports import iter_export_zip
 from analysis.report import build_report
 from raters.models import Rater
 from tasks.services import rating_submit

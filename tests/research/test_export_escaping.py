@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis.export_input import study_export_input
-from analysis import exports
-from analysis.exports import FORMULA_PREFIXES, iter_csv, iter_export_zip
+from analysis.science import exports
+from analysis.science.exports import FORMULA_PREFIXES, iter_csv, iter_export_zip
 from tasks.services import rating_submit
 from tests.factories import make_instance, make_item, make_rater, make_study
 

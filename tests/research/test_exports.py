@@ -9,8 +9,8 @@ from django.core.management import call_command
 from analysis import report
 from analysis.data import ratings_frame
 from analysis.export_input import study_export_input
-from analysis.exports import escape_cell, iter_csv, iter_export_zip
-from analysis.imagenhub import model_summary
+from analysis.science.exports import escape_cell, iter_csv, iter_export_zip
+from analysis.science.imagenhub import model_summary
 from raters.models import Rater
 from tasks.models import Rating, Study
 from tasks.services import rating_submit
@@ -181,7 +181,7 @@ def test_attention_check_answers_are_not_exported_as_votes():
 
 @pytest.mark.django_db
 def test_items_and_raters_carry_the_subject_model_beside_zmos():
-    from analysis.subject_model import subject_model
+    from analysis.science.subject_model import subject_model
 
     study = _imagenhub_study_with_votes()
     archive = _zip_of(study)

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import plots
-from analysis.leaderboard import rank_agreement, rank_models
-from analysis.progress import study_progress
+from analysis.science import plots
+from analysis.science.leaderboard import rank_agreement, rank_models
+from analysis.science.progress import study_progress
 
 NOW = datetime(2025, 1, 1, 12, tzinfo=timezone.utc)
 

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
-from analysis.release import compare_reports, read_release, scrub_text, write_release
+from analysis.science.release import compare_reports, read_release, scrub_text, write_release
 from analysis.release_input import Pseudonyms, study_release_input
 from analysis.report import build_report
 from tasks.models import ConditionImage, Rating, ScreenReport, Study
@@ -110,7 +110,7 @@ def test_reproduce_finds_a_changed_vote_and_a_changed_number(tmp_path):
 def test_reproduce_reads_a_zipped_package_and_refuses_unsafe_member_names(tmp_path):
     import zipfile
 
-    from analysis.release import zip_folder
+    from analysis.science.release import zip_folder
     from django.core.management.base import CommandError
 
     study, _ = _imagenhub_study()

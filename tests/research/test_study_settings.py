@@ -1,8 +1,8 @@
-"""Per-study analysis settings kept in the protocol settings (validated by tasks.protocols)."""
+"""Per-study analysis settings kept in the protocol settings (validated by analysis.science.protocols)."""
 
 import pytest
 
-from tasks.protocols import ProtocolError, get_protocol
+from analysis.science.protocols import ProtocolError, get_protocol
 
 
 @pytest.mark.parametrize("protocol", ["imagenhub", "evalmi", "pairwise"])

@@ -72,7 +72,7 @@ def test_the_rater_page_shows_bias_and_inconsistency(client, researcher, evalmi)
 
 
 def test_the_planning_card_sizes_the_study_from_its_own_ratings(client, researcher, evalmi):
-    from analysis.planning import raters_per_item
+    from analysis.science.planning import raters_per_item
 
     study, _ = evalmi
     client.force_login(researcher)

@@ -1,6 +1,6 @@
 import pytest
 
-from tasks.protocols import ProtocolError, get_protocol
+from analysis.science.protocols import ProtocolError, get_protocol
 
 
 def test_imagenhub_accepts_only_zero_half_and_one():

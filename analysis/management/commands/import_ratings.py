@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.importers import ImportFailed, long_ratings_import
-from tasks import protocols
+from analysis.science import protocols
 
 
 class Command(BaseCommand):

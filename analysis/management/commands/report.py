@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.correlation import KENDALL_VARIANTS
+from analysis.science.correlation import KENDALL_VARIANTS
 from analysis.report import JUDGE_ITEMS, build_report
-from analysis.viescore_conventions import CONVENTIONS
+from analysis.science.viescore_conventions import CONVENTIONS
 from tasks.models import Study
 
 

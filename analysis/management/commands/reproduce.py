@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.release import compare_reports, open_package
+from analysis.science.release import compare_reports, open_package
 from analysis.report import build_report
 
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.codes import RatingCodes, appearance_order
-from analysis.zmos import model_mos_of_subsets, model_mos_of_z
+from analysis.science.codes import RatingCodes, appearance_order
+from analysis.science.zmos import model_mos_of_subsets, model_mos_of_z
 
 NORMAL_KURTOSIS = (2.0, 4.0)
 OUTLIER_SHARE = 0.05
@@ -63,7 +63,7 @@ def screen_observers(
     """Apply the BT.500 rule to raw scores; see the module docstring.
 
     Items are identified by ``(model, item)`` when a ``model`` column exists. ``codes``: the
-    ratings' :class:`~analysis.codes.RatingCodes`, to not code raters and items again (same result).
+    ratings' :class:`~analysis.science.codes.RatingCodes`, to not code raters and items again (same result).
     """
     present = ratings[score].notna()
     frame = ratings if present.all() else ratings[present]  # no 1.6M-row copy when nothing is missing
@@ -159,8 +159,8 @@ def mos_with_and_without_screening(
     Columns: ``model, mos_all, mos_screened, shift`` (screened - all). Pass ``screening`` when
     :func:`screen_observers` already ran on these ratings, to not screen them twice.
 
-    With ``codes`` (the ratings' :class:`~analysis.codes.RatingCodes`) and ``zscored`` (what
-    :func:`~analysis.zmos.zscore_by_rater` returned for these ratings and ``score``, same row
+    With ``codes`` (the ratings' :class:`~analysis.science.codes.RatingCodes`) and ``zscored`` (what
+    :func:`~analysis.science.zmos.zscore_by_rater` returned for these ratings and ``score``, same row
     labels) both MOS are means of those z-scores: a rater's z-scores depend on their own ratings
     only, so dropping the rejected raters leaves the others' as they are. Same floats as z-scoring
     each subset afresh (same rows, sums in the same order) when every rating has a model and an

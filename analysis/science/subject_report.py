@@ -1,6 +1,6 @@
 """The report's ``subject_model`` section: the P.913 subject model beside z-MOS. No Django.
 
-For each rated dimension of a Likert (EvalMi) or ImagenHub study, :mod:`analysis.subject_model`
+For each rated dimension of a Likert (EvalMi) or ImagenHub study, :mod:`analysis.science.subject_model`
 fits item quality, rater bias and rater inconsistency on the raw rating scale (Likert points for
 EvalMi, 0–1 for ImagenHub). z-MOS stays the study's headline number (EvalMi defines it); this
 section is the alternative that weights raters by their consistency instead of rescaling them.
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.subject_model import FLOOR_SHARE, INCONSISTENCY_FACTOR, SubjectModelResult, subject_model
+from analysis.science.subject_model import FLOOR_SHARE, INCONSISTENCY_FACTOR, SubjectModelResult, subject_model
 
 # The report stops iterating when no item quality moves by more than this (rating points): far
 # below any reported digit, and ~40 % fewer iterations than the library default at EvalMi scale.
@@ -77,7 +77,7 @@ def _floats(values: np.ndarray) -> list[float | None]:
 
 def fit_dimensions(ratings: pd.DataFrame, dims: list[str], codes=None) -> dict[str, SubjectModelResult]:
     """The subject model of every dimension with at least one rating (``codes``: the ratings'
-    :class:`~analysis.codes.RatingCodes`; subsets are taken per dimension when values are missing)."""
+    :class:`~analysis.science.codes.RatingCodes`; subsets are taken per dimension when values are missing)."""
     fits, designs = {}, {}  # dimensions rated on the same rows share one sparse design
     for dim in dims:
         if dim not in ratings.columns:

@@ -7,7 +7,7 @@ JSON-ready dict (see :func:`compare_judges`) that the report stores under ``judg
 merges into each judge block (intervals).
 
 How: per human dimension and model, the items are resampled with replacement ``n_boot`` times (one
-count vector per resample, :func:`analysis.correlation_tests.bootstrap_counts`, seeded from the seed,
+count vector per resample, :func:`analysis.science.correlation_tests.bootstrap_counts`, seeded from the seed,
 the dimension and the model). Every correlation on that dimension and model is computed on the *same*
 resamples, restricted to its own items (an item a judge did not score has weight 0), so
 
@@ -16,7 +16,7 @@ resamples, restricted to its own items (an item a judge did not score has weight
 * two judges compared on the items both scored give a *paired* bootstrap of their difference
   (models fixed, items resampled within each model, the average recomputed per replicate): CI and
   two-sided p-value. For Pearson per model, Williams' t, Steiger's Z and Zou's interval are given
-  beside it (:mod:`analysis.correlation_tests`);
+  beside it (:mod:`analysis.science.correlation_tests`);
 * a judge against the human ceiling, like for like: per left-out rater, the judge and that rater each
   correlated with the mean of the *other* raters on the judge's items (Fisher mean over raters, then
   over models), the difference bootstrapped on the same resamples. In a resample, as in the ceiling
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.correlation import fisher_z_mean, sample_correlations, tanh_of_mean
-from analysis.correlation_tests import (
+from analysis.science.correlation import fisher_z_mean, sample_correlations, tanh_of_mean
+from analysis.science.correlation_tests import (
     bootstrap_counts,
     fisher_interval,
     holm,

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from analysis.judges.evaluators import FAILED, DimensionScore
+from analysis.science.judges.evaluators import FAILED, DimensionScore
 
 CLIP_SCORE, CLIP_I, DINO = "CLIP_Score", "CLIP_I", "DINO"
 DIMENSIONS = (CLIP_SCORE, CLIP_I, DINO)

@@ -1,13 +1,13 @@
 """Every pair of models compared, with Holm's multiplicity control, and bootstrap intervals on ranks. No Django.
 
-A leaderboard that tests only neighbours (analysis.leaderboard) says nothing about the 2nd against the
+A leaderboard that tests only neighbours (analysis.science.leaderboard) says nothing about the 2nd against the
 5th model, and testing all K(K-1)/2 pairs at 5 % each finds "differences" by chance. Here:
 
 * every pair's difference of mean item scores is bootstrapped over *instances* (prompts), paired: one
   resample of instances serves every model, since all models answer the same prompts; an instance a
   model lacks leaves the pair's shared instances only. Percentile 95 % CI, two-sided p from the
   bootstrap standard error (``p_counted``, the resample count, beside it; see
-  analysis.correlation_tests.summarise_replicates), and ``p_holm``: Holm's step-down
+  analysis.science.correlation_tests.summarise_replicates), and ``p_holm``: Holm's step-down
   adjustment over all pairs of the dimension, which keeps the chance of any false "separated" at 5 %.
 * each model's rank (1 = best) is recomputed in every resample from the resampled means; its 95 %
   interval is the 2.5th and 97.5th percentiles of those ranks (ties share the better rank). A rank
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.correlation_tests import bootstrap_counts, holm, summarise_replicates
+from analysis.science.correlation_tests import bootstrap_counts, holm, summarise_replicates
 
 METHOD = ("paired bootstrap over instances (one resample serves every model); pairs: percentile 95% CI of the "
           "difference of means, two-sided p from the bootstrap standard error, p_holm: Holm over all pairs of the dimension; "
@@ -106,7 +106,7 @@ BT_METHOD = ("bootstrap over judgements (the pairwise report's replicates); pair
 def compare_bradley_terry(models: list[str], scores, replicates) -> dict:
     """:func:`compare_models` for a pairwise study: ranks and all pairs from Bradley-Terry scores
     (``scores``, one per model of ``models``) and their bootstrap ``replicates`` (n_boot, models), as
-    analysis.pairwise.pairwise_summary returns them. Same output shape (``instances`` is absent)."""
+    analysis.science.pairwise.pairwise_summary returns them. Same output shape (``instances`` is absent)."""
     scores = np.asarray(scores, float)
     order = list(np.argsort(-scores, kind="stable"))
     n_boot = 0 if replicates is None else int(len(replicates))

@@ -12,7 +12,7 @@ snapped to 9 decimals before ranking (means of sqrt values carry float
 noise, which would otherwise break ties at random).
 
 No loop over raters or models: every (group, rater) is one group of pairs in
-:func:`analysis.correlation.grouped_correlations` (EvalMi scale: 3,072
+:func:`analysis.science.correlation.grouped_correlations` (EvalMi scale: 3,072
 rater-model correlations in well under a second, instead of 3,072 scipy calls).
 """
 
@@ -23,8 +23,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.codes import RatingCodes, group_codes
-from analysis.correlation import fisher_z_mean, grouped_correlations, grouped_correlations_by, sample_correlations
+from analysis.science.codes import RatingCodes, group_codes
+from analysis.science.correlation import fisher_z_mean, grouped_correlations, grouped_correlations_by, sample_correlations
 
 METHODS = ("srcc", "plcc", "krcc")
 
@@ -92,7 +92,7 @@ def human_ceilings(
     table each. When an item belongs to one group of each grouping (items are (model, prompt)
     images), the rater-vs-rest pairs are the same under every grouping: they are built once, and
     the correlations share their value codes. ``codes``: the ratings'
-    :class:`~analysis.codes.RatingCodes`, to not code raters, items and models again (same tables)."""
+    :class:`~analysis.science.codes.RatingCodes`, to not code raters, items and models again (same tables)."""
     groupings = [list(by) for by in groupings]
     if codes is not None:
         codes.check(ratings, rater=rater, item=item)

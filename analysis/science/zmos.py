@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.codes import RatingCodes, dense_rank
+from analysis.science.codes import RatingCodes, dense_rank
 
 # A rater's spread below this (in rating units) counts as zero: their
 # ratings are identical up to float noise.
@@ -52,7 +52,7 @@ def zscore_by_rater(
     Returns (ratings of usable raters with the new columns, excluded) where
     ``excluded`` maps rater -> reason (in rater order). Rows with a missing score are dropped
     first; rows without a rater are dropped too (they belong to nobody's scale). ``codes``: the
-    ratings' :class:`~analysis.codes.RatingCodes`, to not code the raters again.
+    ratings' :class:`~analysis.science.codes.RatingCodes`, to not code the raters again.
     """
     present = ratings[score].notna()
     frame = ratings if present.all() else ratings[present]  # no 1.6M-row copy when nothing is missing
@@ -228,7 +228,7 @@ def _summarise(frame: pd.DataFrame, keys: list[str], column: str, ci: str, n_boo
 def group_means(frame: pd.DataFrame, keys: list[str], column: str, *, codes: RatingCodes | None = None) -> pd.Series:
     """``frame.groupby(keys, sort=True)[column].mean()`` computed on integer codes (fast on 1.6M
     rows with string keys); indexed by the keys (a MultiIndex for several). ``codes``: the
-    :class:`~analysis.codes.RatingCodes` of ``frame``'s rows, to not code rater, model or item again."""
+    :class:`~analysis.science.codes.RatingCodes` of ``frame``'s rows, to not code rater, model or item again."""
     return _summarise(frame, list(keys), column, "none", 0, 0, codes).set_index(list(keys))["mos"].rename(column)
 
 

@@ -8,8 +8,8 @@ Layout of a package folder (``write_release``; ``zip_folder`` packs it):
 * ``data/items.parquet``: one row per item with the output ``image`` and its ``condition_images``
   in the Hugging Face ``datasets`` Image layout (``struct<bytes: binary, path: string>``, declared
   in the file's ``huggingface`` schema metadata), and the per-item MOS columns of
-  analysis.exports.items_table;
-* ``data/votes.parquet``: every vote (analysis.exports.vote_columns: z-scores, exclusion) with the
+  analysis.science.exports.items_table;
+* ``data/votes.parquet``: every vote (analysis.science.exports.vote_columns: z-scores, exclusion) with the
   protocol version it was cast under;
 * ``data/raters.parquet``: pseudonymous raters, their source, screening flags and exclusions;
 * ``data/judge_scores.parquet`` (when a judge scored the study), ``data/screen_reports.parquet``
@@ -45,7 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.exports import (
+from analysis.science.exports import (
     ExportInput, _report_section, items_table, raters_table, vote_columns, with_overall, z_parameters,
 )
 

@@ -1,7 +1,7 @@
 """What each MLLM judge asks about one item, and how its replies become scores. No Django.
 
 An evaluator takes :class:`ItemInputs` (texts and image bytes of one study item) and a
-:class:`~analysis.judges.client.ChatClient`, and returns one :class:`DimensionScore` per
+:class:`~analysis.science.judges.client.ChatClient`, and returns one :class:`DimensionScore` per
 dimension. A reply that is a refusal gives ``parse_status="refused"``; a failed call or an
 unparseable reply gives ``"failed"``; in both cases ``value`` is ``None`` — never a made-up
 score. Derived dimensions (VIEScore's O) are ``None`` when an input dimension is.
@@ -20,10 +20,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from analysis.judges import prompts
-from analysis.judges.client import ChatClient, ChatError, ChatReply, image_part, text_part
-from analysis.judges.images import concat_horizontal, data_url
-from analysis.judges.parsing import (
+from analysis.science.judges import prompts
+from analysis.science.judges.client import ChatClient, ChatError, ChatReply, image_part, text_part
+from analysis.science.judges.images import concat_horizontal, data_url
+from analysis.science.judges.parsing import (
     Refused,
     Unparseable,
     check_refusal,

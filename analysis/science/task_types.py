@@ -8,7 +8,7 @@ instead of an instruction) means something only for text-guided editing.
 
 from __future__ import annotations
 
-from tasks import protocols
+from analysis.science import protocols
 
 TASK_TYPES: dict[str, dict[str, str]] = {
     protocols.IMAGENHUB: dict(protocols.IMAGENHUB_TASKS),

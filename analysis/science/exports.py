@@ -44,9 +44,9 @@ from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from scipy import stats
 
-from analysis.screening import screen_observers
-from analysis.subject_model import subject_model
-from analysis.zmos import zscore_by_rater
+from analysis.science.screening import screen_observers
+from analysis.science.subject_model import subject_model
+from analysis.science.zmos import zscore_by_rater
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 CSV_CHUNK_ROWS = 5_000
@@ -218,7 +218,7 @@ class ZParameters:
 def z_parameters(data: ExportInput) -> ZParameters:
     """μ and σ per rater and dimension over the rater's non-excluded votes (EvalMi-50K §3.3).
 
-    The rule of who gets a z (at least 2 votes, σ > 0) is analysis.zmos.zscore_by_rater's; the
+    The rule of who gets a z (at least 2 votes, σ > 0) is analysis.science.zmos.zscore_by_rater's; the
     μ and σ are those it used, so a vote's z can be computed later, one chunk at a time.
     """
     usable = _usable_votes(data)
@@ -274,7 +274,7 @@ def items_table(data: ExportInput, votes: pd.DataFrame, subject: dict | None = N
         table[f"{dim}_zmos"] = z["mean"].to_numpy()
         table[f"{dim}_zmos_ci_low"], table[f"{dim}_zmos_ci_high"] = _t_ci(z["mean"], z["std"], z["count"])
         table[f"{dim}_zmos_n"] = z["count"].to_numpy()
-        # the P.913 subject model on the raw scale (analysis.subject_model), beside z-MOS
+        # the P.913 subject model on the raw scale (analysis.science.subject_model), beside z-MOS
         fitted = subject[dim] if subject is not None else _subject_fit(usable, dim)
         if fitted is not None:
             quality = fitted.items.reset_index().set_index("item").reindex(table["item"])
@@ -551,7 +551,7 @@ def _screening_section(data: ExportInput, report: dict, raters: pd.DataFrame) ->
     screening = report.get("study_level", {}).get("screening")
     for dim in data.dimensions:
         if screening and dim in screening:
-            # a report names raters by id; a released one (analysis.release) by their pseudonym already
+            # a report names raters by id; a released one (analysis.science.release) by their pseudonym already
             rejected = [REPORT_RATER_LABEL.format(r) if str(r).isdigit() else str(r)
                         for r in screening[dim]["rejected"]]
             source = f"report.json `study_level.screening.{dim}` ({screening[dim]['raters']} raters screened)"

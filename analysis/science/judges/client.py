@@ -12,7 +12,7 @@ thread pool. What it does for every request:
 
 Calls that still fail raise :class:`ChatError`; the caller records the item as failed.
 The API key comes from the environment variable the *operator's* endpoint names
-(:mod:`analysis.judges.endpoints`), is never stored in the judge's parameters, and is blanked
+(:mod:`analysis.science.judges.endpoints`), is never stored in the judge's parameters, and is blanked
 out of every reply and error text before anything is kept. Redirects are never followed (a
 3xx is an error): urllib would forward the Authorization header to wherever it points. Only
 http and https are opened (no file://, ftp://, data:). A researcher-given URL
@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
-from analysis.judges.endpoints import EndpointError, Target, normalize_base_url, resolve_checked
+from analysis.science.judges.endpoints import EndpointError, Target, normalize_base_url, resolve_checked
 
 REDACTED = "[redacted]"
 RETRY_STATUSES = {429, 500, 502, 503, 504}

@@ -49,7 +49,7 @@ class PairwiseResult:
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     # bootstrap replicates of the BT scores, (n_boot, models) in the order of ``models`` (sorted names);
-    # None without a bootstrap. analysis.model_comparisons reads them for rank intervals and all pairs.
+    # None without a bootstrap. analysis.science.model_comparisons reads them for rank intervals and all pairs.
     models: list[str] = field(default_factory=list)
     score_replicates: np.ndarray | None = None
 

@@ -3,7 +3,7 @@
 From a pilot (a study's own first ratings) or a published MOS sheet (EvalMi-50K), estimate
 
 * ``noise_sd``: the spread of one rating around its item's quality (rating units): the root mean
-  square of the raters' inconsistencies in the subject model (:mod:`analysis.subject_model`);
+  square of the raters' inconsistencies in the subject model (:mod:`analysis.science.subject_model`);
 * ``diff_sd``: the spread over prompts of the paired difference between two neighbouring models'
   item scores (median over adjacent pairs in the ranking), split into its true part and the
   measurement noise of the pilot's ``k`` raters (2 noise_sd² / k), so it can be re-projected to
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.agreement import krippendorff_alpha, reliability_matrix
-from analysis.subject_model import subject_model
+from analysis.science.agreement import krippendorff_alpha, reliability_matrix
+from analysis.science.subject_model import subject_model
 
 MAX_RATERS = 200
 MAX_ITEMS = 1_000_000

@@ -31,12 +31,12 @@ computed by the same code.
 Agreement with duplicated raters: drawing a rater twice must not make them agree with themselves,
 so alpha, kappa and agreement count only pairs of *different* raters, each pair weighted
 ``V[a] * V[b]`` (:func:`agreement_intervals`). With every weight 1 this is the usual
-coefficient, equal to :mod:`analysis.agreement` (tested).
+coefficient, equal to :mod:`analysis.science.agreement` (tested).
 
 Undefined replicates (every drawn rating identical, no drawn item with a rater left, one rater)
 are left out of the percentiles and counted in ``Interval.undefined``; when fewer than half the
 replicates are defined there is no interval and ``reason`` says why (as the item bootstrap in
-:mod:`analysis.agreement`). Fewer than 2 items, or fewer than 2 raters for ``items+raters``, gives
+:mod:`analysis.science.agreement`). Fewer than 2 items, or fewer than 2 raters for ``items+raters``, gives
 no interval either: a resample of one unit has no spread to learn from.
 
 No Django here.
@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, stats
 
-from analysis.agreement import SNAP_DECIMALS, _alpha_from_sums
-from analysis.pairwise import OUTCOMES, _tallies, _win_rates, bradley_terry
+from analysis.science.agreement import SNAP_DECIMALS, _alpha_from_sums
+from analysis.science.pairwise import OUTCOMES, _tallies, _win_rates, bradley_terry
 
 ITEMS = "items"
 ITEMS_RATERS = "items+raters"
@@ -505,12 +505,12 @@ def correlation_intervals(ratings: pd.DataFrame, judge: pd.Series, *, value: str
 def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_bad: str = "exclude",
                        n_boot: int = 1000, seed: int = 0, prior: float = 0.5) -> dict[str, dict[str, Interval]]:
     """Percentile 95 % intervals of each model's win rate and Bradley–Terry score (the policies of
-    :func:`analysis.pairwise.pairwise_summary`), resampling the compared items (``item``: the
+    :func:`analysis.science.pairwise.pairwise_summary`), resampling the compared items (``item``: the
     comparison, i.e. the prompt and its pair of images) and (``raters=True``) the raters: a
     judgement of item i by rater r counts ``W[i] * V[r]`` times. ``comparisons``: ``model_a,
     model_b, preference, item, rater``. Returns ``{model: {"win_rate": Interval, "bt": Interval}}``.
     """
-    from analysis.pairwise import _cells, _encode
+    from analysis.science.pairwise import _cells, _encode
 
     kind = kind_of(raters)
     models, encoded = _encode(comparisons)

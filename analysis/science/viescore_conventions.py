@@ -5,7 +5,7 @@ report's defaults in three ways, each of which moves published numbers:
 
 1. **Average over models**: ``tanh(mean(r))`` (its ``average_correlation`` is fed raw correlations,
    not Fisher z values), and the all-task figure is the same applied to the task figures. The report's
-   default is the Fisher mean ``tanh(mean(atanh r))`` (:func:`analysis.correlation.fisher_z_mean`).
+   default is the Fisher mean ``tanh(mean(atanh r))`` (:func:`analysis.science.correlation.fisher_z_mean`).
 2. **Items**: per model, only the items the judge scored on *both* SC and PQ (``align_dicts``); the
    default compares each dimension on every item the judge scored on it.
 3. **Fractional sub-scores are truncated**: a list score is read with ``int()`` per element before the

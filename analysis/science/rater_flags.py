@@ -34,7 +34,7 @@ Flags:
     with that reason; when the consensus itself never varies nothing is flagged.
 ``bt500``
     rejected by the ITU-R BT.500 observer screening of
-    :mod:`analysis.screening`, run on (item, dimension) units.
+    :mod:`analysis.science.screening`, run on (item, dimension) units.
 ``attention``
     failed attention checks reached ``attention_max_failures`` (Prolific:
     two failures before a rejection in longer studies).
@@ -42,7 +42,7 @@ Flags:
     gold accuracy below ``gold_min_accuracy`` after ``gold_min_items`` gold
     items (counted and passed in by the caller, see :func:`gold_flag`).
 ``inconsistent``
-    the P.913 subject model (:mod:`analysis.subject_model`, fitted per
+    the P.913 subject model (:mod:`analysis.science.subject_model`, fitted per
     dimension on the raw scores) finds the rater's noise well above the
     typical rater's: the low end of their inconsistency's 95 % CI exceeds
     1.5 × the median rater's. Needs no gold answer. Reported only: it is not
@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.screening import screen_observers
-from analysis.subject_model import INCONSISTENCY_FACTOR, subject_model
+from analysis.science.screening import screen_observers
+from analysis.science.subject_model import INCONSISTENCY_FACTOR, subject_model
 
 FLAG_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500", "attention", "gold", "inconsistent")
 FLAG_LABELS = {

@@ -312,7 +312,7 @@ def subject_model(ratings: pd.DataFrame, *, score: str = "score", rater: str = "
     """Fit the subject model to a long frame (``rater``, ``item``, optionally ``model``, and the
     ``score`` column). Items are keyed by ``(model, item)`` when a model column exists. Rows with a
     missing score, rater or item are dropped; raters with fewer than two ratings are excluded.
-    ``codes``: the frame's :class:`~analysis.codes.RatingCodes`, to not code the labels again.
+    ``codes``: the frame's :class:`~analysis.science.codes.RatingCodes`, to not code the labels again.
     ``designs``: a dict kept across calls on the same frame and codes (several score columns): fits
     on the same rows share one :class:`Design`."""
     values = ratings[score].to_numpy(float)
@@ -390,7 +390,7 @@ def inconsistent_raters(raters: pd.DataFrame, *, factor: float = INCONSISTENCY_F
 
 def zmos_items(ratings: pd.DataFrame, *, score: str = "score", rater: str = "rater", item: str = "item") -> pd.Series:
     """Plain z-MOS per item on the z scale (mean over raters of (u - mu_i) / sigma_i, ddof 1), for the
-    comparisons in tests and planning; the report's z-MOS is :mod:`analysis.zmos` (0-100)."""
+    comparisons in tests and planning; the report's z-MOS is :mod:`analysis.science.zmos` (0-100)."""
     frame = ratings.dropna(subset=[score])
     grouped = frame.groupby(rater)[score]
     z = (frame[score] - grouped.transform("mean")) / grouped.transform("std")

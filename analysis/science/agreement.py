@@ -44,7 +44,7 @@ from typing import Callable, Iterable, Literal
 import numpy as np
 import pandas as pd
 
-from analysis.codes import RatingCodes, group_codes
+from analysis.science.codes import RatingCodes, group_codes
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -639,7 +639,7 @@ def agreement_tables(
     table each. Groupings whose units are the same (items unique to one model: per model the unit
     is the item, over the study the (model, item) pair) share one units x values count table per
     dimension, and all share the bootstrap draws of equally sized groups. ``codes``: the ratings'
-    :class:`~analysis.codes.RatingCodes`, to not code raters, models and items again (same tables)."""
+    :class:`~analysis.science.codes.RatingCodes`, to not code raters, models and items again (same tables)."""
     groupings = [list(by) for by in groupings]
     scores, levels = list(scores), list(levels)
     factorized: dict[str, np.ndarray] = {}

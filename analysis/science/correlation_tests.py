@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.correlation import snap
+from analysis.science.correlation import snap
 
 _R_CLIP = 1.0 - 1e-12
 
@@ -203,7 +203,7 @@ def weighted_correlations_both(x, y, weights, *, methods=METHODS) -> dict[str, n
     giving how often each item was drawn (0 = not drawn, or not part of this comparison): "srcc"
     (Spearman: average ranks within the resample) and/or "plcc" (Pearson), sharing the tie counts,
     as ``{method: (n_boot,) array}``. Values are snapped to 9
-    decimals as :func:`analysis.correlation.sample_correlations` does, and a pair with a missing
+    decimals as :func:`analysis.science.correlation.sample_correlations` does, and a pair with a missing
     side counts as not drawn. NaN where the resample has fewer than 3 draws or a constant side
     (the statistic is undefined there; callers count these)."""
     x, y = snap(x), snap(y)

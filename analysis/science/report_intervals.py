@@ -1,4 +1,4 @@
-"""The report's intervals that include the raters (:mod:`analysis.rater_bootstrap`), put into its blocks.
+"""The report's intervals that include the raters (:mod:`analysis.science.rater_bootstrap`), put into its blocks.
 
 A study declares its raters ``sampled`` (a crowd, the default: the intervals resample items and
 raters) or ``fixed`` (an expert panel whose verdict defines quality, as ImagenHub: the intervals
@@ -22,7 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.rater_bootstrap import (ITEMS, ITEMS_RATERS, HumanReplicates, Interval, agreement_intervals,
+from analysis.science.rater_bootstrap import (ITEMS, ITEMS_RATERS, HumanReplicates, Interval, agreement_intervals,
                                       correlation_intervals, mean_intervals, pairwise_intervals)
 
 SAMPLED, FIXED = "sampled", "fixed"
@@ -119,7 +119,7 @@ def correlation_block(raters: pd.DataFrame | None, judge: pd.Series, *, hdim: st
     judge's correlation with the human item scores on the items of ``judge`` (indexed by item).
     ``raters``: the per-rater frame the human item scores average (``rater, item, <hdim>``); without
     it (published MOS) there is no interval and the reason says so. ``reuse``: human replicates
-    shared by the judges of one report (:class:`analysis.rater_bootstrap.HumanReplicates`)."""
+    shared by the judges of one report (:class:`analysis.science.rater_bootstrap.HumanReplicates`)."""
     kind = _kind(sampled)
     if raters is None or hdim not in raters.columns or n_boot <= 0:
         why = "n_boot = 0: no bootstrap interval" if n_boot <= 0 else "no per-rater ratings: no interval"
