@@ -9,9 +9,9 @@ Frames use the column names the analysis modules expect: ``rater`` (rater id as 
 ``item`` (Item id, unique across models), ``model`` (GenModel name), ``instance`` (Instance key),
 then one float column per dimension.
 
-Excluded raters: blocked raters (``Rater.state == blocked``) are left out unless
-``include_excluded=True``. :func:`excluded_raters` is the one place that decides who is excluded
-and why, so later rater-quality rules plug in there.
+Excluded raters are left out unless ``include_excluded=True``; who and why is decided by the one
+rule in :mod:`raters.exclusion` (``excluded_raters`` here is that rule, answering from the tables
+of a released package when the study is one).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from analysis.models import Judge, JudgeScore
-from raters.models import Rater, RaterStanding
-from tasks.models import Comparison, Item, Rating, Study
+from raters import exclusion
+from tasks.models import Comparison, Item, Study
 
 _CHUNK = 20_000
 
@@ -43,22 +43,7 @@ def _packaged(function):
     return read
 
 
-@_packaged
-def excluded_raters(study: Study) -> dict[int, str]:
-    """Rater id → why their ratings are left out of this study's analysis."""
-    blocked = (
-        Rater.objects.filter(ratings__study=study, state=Rater.State.BLOCKED)
-        .distinct()
-        .values_list("id", "state_reason")
-    )
-    reasons = {rater_id: f"blocked{': ' + reason if reason else ''}" for rater_id, reason in blocked}
-    # Rater-quality decisions in this study (raters app): rejected or blocked here, with the reason.
-    standings = RaterStanding.objects.filter(
-        study=study, state__in=[RaterStanding.State.REJECTED, RaterStanding.State.BLOCKED]
-    ).values_list("rater_id", "state", "reason")
-    for rater_id, state, reason in standings:
-        reasons.setdefault(rater_id, f"{state}{': ' + reason if reason else ''}")
-    return reasons
+excluded_raters = _packaged(exclusion.excluded_raters)
 
 
 @_packaged
@@ -81,14 +66,6 @@ def _frame(queryset, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(queryset.iterator(chunk_size=_CHUNK)), columns=columns)
 
 
-def _rating_queryset(study: Study, include_excluded: bool):
-    # Attention-check answers were instructed, not judged: never analysis data.
-    queryset = Rating.objects.filter(study=study).exclude(item__attention_check__isnull=False)
-    if not include_excluded:
-        queryset = queryset.exclude(rater_id__in=list(excluded_raters(study)))
-    return queryset
-
-
 @_packaged
 def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Item ratings of a (non-pairwise) study in long form.
@@ -100,7 +77,7 @@ def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
     dimensions = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
     annotations = {f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in dimensions}
     queryset = (
-        _rating_queryset(study, include_excluded)
+        exclusion.analysis_ratings(study, include_excluded=include_excluded)
         .filter(item__isnull=False)
         .annotate(**annotations)
         .values_list("rater_id", "item_id", *annotations)
@@ -123,7 +100,7 @@ def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
     are short and only EvalMi studies have them).
     """
     queryset = (
-        _rating_queryset(study, include_excluded)
+        exclusion.analysis_ratings(study, include_excluded=include_excluded)
         .filter(item__isnull=False)
         .exclude(answers={})
         .values_list("rater_id", "item_id", "answers")
@@ -143,7 +120,7 @@ def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
 def comparisons_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Pairwise ratings: ``rater, comparison, instance, model_a, model_b, preference``."""
     queryset = (
-        _rating_queryset(study, include_excluded)
+        exclusion.analysis_ratings(study, include_excluded=include_excluded)
         .filter(comparison__isnull=False)
         .annotate(_pref=KT("values__preference"))
         .values_list("rater_id", "comparison_id", "_pref")

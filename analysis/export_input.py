@@ -9,7 +9,7 @@ Two reads of the ratings, neither holding model instances or decoded JSON for th
   while the zip is written (:attr:`ExportInput.vote_rows`).
 
 Rater labels are pseudonymous (``rater<id>``); exclusions come from
-:func:`analysis.data.excluded_raters` and attention-check answers are left out, as everywhere in
+:func:`raters.exclusion.excluded_raters` and attention-check answers are left out, as everywhere in
 the analysis. The report is :func:`analysis.report.build_report`, built after the votes are out.
 """
 
@@ -30,6 +30,7 @@ from analysis.dashboard import study_threshold
 from analysis.science.exports import CSV_CHUNK_ROWS, ExportInput
 from analysis.importers import IMAGENHUB_FOLDER_TASKS
 from analysis.science import protocols
+from raters import exclusion
 from tasks.models import Comparison, Study
 
 PROTOCOL_VERSION = "1"
@@ -97,7 +98,7 @@ class _Plan:
             }
             self.unit = "item_id"
         self.scores = ["preference"] if self.pairwise else [*self.dimensions, *self.questions]
-        queryset = analysis_data._rating_queryset(study, include_excluded=True)
+        queryset = exclusion.analysis_ratings(study, include_excluded=True)
         self.queryset = queryset.filter(**{f"{self.unit[:-3]}__isnull": False}).annotate(**self.annotations)
         if self.pairwise:
             pairs = Comparison.objects.filter(study=study).values_list(

@@ -24,6 +24,7 @@ from analysis import data as analysis_data
 from analysis import export_input
 from analysis.export_input import _Plan, study_export_input
 from analysis.science.release import ReleaseInput, pseudonym, scrub_text, study_key
+from raters import exclusion
 from raters.models import AttentionCheck, QualificationAttempt, QualityPolicy, Rater
 from tasks import provenance
 from tasks.models import ConditionImage, Item, Participation, ProtocolVersion, Rating, ScreenReport, Study
@@ -189,7 +190,7 @@ def _card_facts(study: Study, extras: pd.DataFrame, versions: list[dict], used: 
                 pay_per_item: float | None, currency: str) -> dict:
     policy = QualityPolicy.objects.filter(study=study).first()
     times = np.asarray(
-        [t for t in analysis_data._rating_queryset(study, include_excluded=True)
+        [t for t in exclusion.analysis_ratings(study, include_excluded=True)
          .filter(time_on_item_ms__isnull=False).values_list("time_on_item_ms", flat=True).iterator(chunk_size=20_000)],
         dtype=float)
     attempts = QualificationAttempt.objects.filter(study=study).aggregate(

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from raters.exclusion import excluded_raters
 from raters.models import (
     AttentionCheck,
     AttentionResult,
@@ -524,7 +525,7 @@ def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]
     """Items without gold on which at least ``min_raters`` raters (excluded ones left out) all gave
     the same values and answers: candidates for gold after a pilot. Pairwise studies: comparisons
     with one preference from all (``item`` is then the comparison; values ``{"preference": …}``)."""
-    excluded = set(Rater.objects.excluded_from_analysis(study).values_list("pk", flat=True))
+    excluded = set(excluded_raters(study))
     if study.protocol == protocols.PAIRWISE:
         return _comparison_candidates(study, excluded, min_raters)
     reserved = reserved_item_ids(study)

@@ -5,20 +5,6 @@ from django.db import models
 
 
 class RaterQuerySet(models.QuerySet):
-    def excluded_from_analysis(self, study) -> "RaterQuerySet":
-        """Raters whose ratings of ``study`` are left out of analysis by default.
-
-        Blocked raters (site-wide) and raters rejected or blocked in this study. Their ratings
-        are kept in the database; reports may show them with ``include_excluded``.
-        """
-        return self.filter(
-            models.Q(state=Rater.State.BLOCKED)
-            | models.Q(
-                standings__study=study,
-                standings__state__in=[RaterStanding.State.REJECTED, RaterStanding.State.BLOCKED],
-            )
-        ).distinct()
-
     def with_work_in(self, study) -> "RaterQuerySet":
         """Raters with an assignment or a rating in ``study``: the raters its researchers see and
         decide about (the rater list, a rater's page, a decision). Anyone else is none of their business."""

@@ -161,23 +161,3 @@ def rater_rows(study: Study) -> list[RaterRow]:
             )
         )
     return rows
-
-
-def exclusion_reasons(study: Study) -> dict[int, str]:
-    """rater id -> why their ratings are excluded from analysis by default (for exports)."""
-    reasons: dict[int, str] = {}
-    for rater in Rater.objects.excluded_from_analysis(study):
-        standing = RaterStanding.objects.filter(study=study, rater=rater).first()
-        if standing and standing.excludes_from_analysis:
-            reasons[rater.pk] = f"{standing.get_state_display()}: {standing.reason}"
-        else:
-            reasons[rater.pk] = f"Blocked: {rater.state_reason}" if rater.state_reason else "Blocked"
-    return reasons
-
-
-def analysis_ratings(study: Study, *, include_excluded: bool = False):
-    """The study's ratings that analysis uses by default: no attention-check items, no excluded raters."""
-    ratings = Rating.objects.filter(study=study).exclude(item_id__in=reserved_item_ids(study))
-    if not include_excluded:
-        ratings = ratings.exclude(rater__in=Rater.objects.excluded_from_analysis(study))
-    return ratings

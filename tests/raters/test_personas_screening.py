@@ -6,12 +6,13 @@ flag. The rules must flag and exclude exactly the bad personas, and Krippendorff
 ratings analysis uses must rise.
 """
 
-import pandas as pd
 import pytest
 
+from analysis.data import ratings_frame
 from analysis.science.agreement import krippendorff_alpha, reliability_matrix
 from raters.models import QualityPolicy, QualityRulesSchedule, Rater, RaterAction, RaterStanding
-from raters.quality import analysis_ratings, rater_rows
+from raters.exclusion import analysis_ratings, excluded_raters
+from raters.quality import rater_rows
 from raters.services import study_rules_apply
 from tasks.models import Assignment
 from tasks.services import rating_submit
@@ -24,9 +25,9 @@ N_ITEMS, N_GOLD = 40, 12
 
 
 def _alpha(study, dimension="SC", **kwargs) -> float:
-    rows = analysis_ratings(study, **kwargs).values_list("rater_id", "item_id", "values")
-    frame = pd.DataFrame([{"rater": r, "item": i, "score": v[dimension]} for r, i, v in rows])
-    return krippendorff_alpha(reliability_matrix(frame, score="score"), level="interval").value
+    # Read as the report reads (analysis.data.ratings_frame), through the one exclusion rule.
+    frame = ratings_frame(study, **kwargs)
+    return krippendorff_alpha(reliability_matrix(frame, score=dimension), level="interval").value
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def screened_study(django_db_setup, django_db_blocker):
 
 def test_the_rules_exclude_every_bad_persona_and_no_careful_rater(screened_study):
     study, raters, _, taken = screened_study
-    assert set(Rater.objects.excluded_from_analysis(study)) == {raters[name] for name in BAD}
+    assert set(excluded_raters(study)) == {raters[name].pk for name in BAD}
     assert not RaterStanding.objects.filter(rater__in=[raters[n] for n in CAREFUL]).exists()
     # Outside a test transaction the ratings commit one by one, so the automatic runs (every 50
     # ratings and when each rater finished their queue) acted already; running by hand adds nothing.

@@ -160,7 +160,7 @@ def test_the_qualification_page_shows_the_item_but_never_the_expected_answer(cli
 
 
 def test_the_qualification_uses_the_rating_screen_with_its_keys_and_stays_out_of_analysis(client):
-    from raters.quality import analysis_ratings
+    from raters.exclusion import analysis_ratings
     from tasks.models import Rating
 
     study = make_study(task_type="text_to_image")

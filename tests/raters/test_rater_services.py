@@ -4,7 +4,7 @@ import pytest
 from django.test import TestCase
 
 from raters.models import QualityPolicy, Rater, RaterAction, RaterStanding
-from raters.quality import analysis_ratings, exclusion_reasons
+from raters.exclusion import analysis_ratings, excluded_raters
 from raters.services import DecisionRefused, rater_decide, rater_rules_apply
 from tasks.models import Assignment, Rating
 from tasks.services import rating_submit
@@ -34,11 +34,11 @@ def test_rejecting_a_rater_excludes_their_ratings_but_keeps_them():
     _rate(careful, item, {"SC": 1, "PQ": 1})
     _rate(sloppy, item, {"SC": 0, "PQ": 0})
     rater_decide(study=study, rater=sloppy, decision="reject", reason="Clicked through", actor=researcher)
-    assert list(Rater.objects.excluded_from_analysis(study)) == [sloppy]
+    assert list(excluded_raters(study)) == [sloppy.pk]
     assert Rating.objects.filter(study=study).count() == 2
     assert list(analysis_ratings(study).values_list("rater_id", flat=True)) == [careful.pk]
     assert analysis_ratings(study, include_excluded=True).count() == 2
-    assert exclusion_reasons(study) == {sloppy.pk: "Rejected: Clicked through"}
+    assert excluded_raters(study) == {sloppy.pk: "rejected: Clicked through"}
     action = RaterAction.objects.get()
     assert (action.decision, action.actor, action.automatic) == ("reject", researcher, False)
 
@@ -46,12 +46,13 @@ def test_rejecting_a_rater_excludes_their_ratings_but_keeps_them():
 def test_a_rejection_in_one_study_does_not_exclude_the_rater_elsewhere():
     first, second, rater = make_study(), make_study(), make_rater()
     rater_decide(study=first, rater=rater, decision="reject", reason="Failed checks")
-    assert rater in Rater.objects.excluded_from_analysis(first)
-    assert rater not in Rater.objects.excluded_from_analysis(second)
+    assert rater.pk in excluded_raters(first)
+    assert rater.pk not in excluded_raters(second)
 
 
 def test_blocking_is_site_wide_and_only_an_admin_lifts_it():
     study, other, rater = make_study(), make_study(), make_rater()
+    Rating.objects.create(study=other, rater=rater, item=make_item(other), values={"SC": 1.0, "PQ": 1.0})
     owner, admin = make_user(), make_user(is_staff=True)
     with pytest.raises(DecisionRefused, match="Only an admin can block"):
         rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=owner)
@@ -60,13 +61,13 @@ def test_blocking_is_site_wide_and_only_an_admin_lifts_it():
     rater_decide(study=study, rater=rater, decision="block", reason="Bot answers", actor=admin)
     rater.refresh_from_db()
     assert rater.state == Rater.State.BLOCKED and not rater.can_rate
-    assert rater in Rater.objects.excluded_from_analysis(other)
-    assert exclusion_reasons(other) == {rater.pk: "Blocked: Blocked in %s: Bot answers" % study.slug}
+    assert excluded_raters(other) == {rater.pk: "blocked: Blocked in %s: Bot answers" % study.slug}
+    assert not analysis_ratings(other).exists()
     with pytest.raises(DecisionRefused, match="only an admin"):
         rater_decide(study=study, rater=rater, decision="reactivate", reason="Appeal", actor=owner)
     rater_decide(study=study, rater=rater, decision="reactivate", reason="Appeal accepted", actor=admin)
     rater.refresh_from_db()
-    assert rater.state == Rater.State.ACTIVE and not Rater.objects.excluded_from_analysis(study).exists()
+    assert rater.state == Rater.State.ACTIVE and excluded_raters(other) == {}
 
 
 def test_gold_accuracy_below_70_percent_after_10_gold_items_pauses_the_rater():
@@ -164,7 +165,7 @@ def test_the_command_applies_the_rules_and_names_an_unknown_study():
 
 
 def test_the_analysis_layer_leaves_out_rejected_raters_and_attention_checks_and_says_why():
-    from analysis.data import excluded_raters, ratings_frame
+    from analysis.data import ratings_frame
 
     study = make_study()
     normal, check_item = make_item(study), make_item(study)
