@@ -609,8 +609,7 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     assignments = list(live)
     for assignment in assignments:  # the caller's objects: no lazy loads of these later
         assignment.study, assignment.rater = study, rater
-        unit = assignment.item if assignment.item_id else assignment.comparison
-        unit.study = study
+        assignment.comparison.study = study  # pairwise screens hold comparisons only
     shown = [a for a in assignments if a.position == position]
     if not shown:
         return None
