@@ -22,7 +22,7 @@ from analysis import dashboard, data
 from analysis.judge_forms import JudgeRunForm
 from analysis.judge_services import (JudgeRunError, judge_endpoint_list, judge_run_cancel, judge_run_request,
                                      judge_run_resume)
-from analysis.science.judges.agreement import majority_label, pairwise_agreement, single_label
+from analysis.science.judges.pairwise_agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
 from analysis.report import QA_DIMENSION, human_item_scores
 from analysis.science import protocols

@@ -174,7 +174,7 @@ def test_the_rate_limiter_spaces_request_starts():
 
 
 def test_pairwise_agreement_counts_matches_and_position_bias():
-    from analysis.science.judges.agreement import majority_label, pairwise_agreement, single_label
+    from analysis.science.judges.pairwise_agreement import majority_label, pairwise_agreement, single_label
 
     assert majority_label(["A", "A", "B"]) == "A"
     assert majority_label(["A", "B"]) == "tie" and majority_label(["both_bad", "tie", "A"]) == "tie"
