@@ -22,7 +22,7 @@ from analysis.judge_services import (RUNNABLE_KINDS, JudgeRunError, judge_endpoi
                                      judge_run_request, judge_run_resume)
 from analysis.models import JudgeRun
 from analysis.report import build_report
-from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
+from tasks.api import RESEARCH_PERMISSIONS
 from tasks.models import Study
 
 
@@ -42,7 +42,7 @@ class StudyExport(APIView):
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
         from analysis.export_services import export_fits_in_a_request, study_vote_count
 
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         if not export_fits_in_a_request(study):  # never written inside a request: the background export
             return Response({"detail": f"{study.slug} has {study_vote_count(study)} votes, too many to export inside a "
                                        f"request; POST /api/studies/{study.slug}/exports/ and download it when ready"},
@@ -61,7 +61,7 @@ class StudyResults(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         include = request.query_params.get("include_excluded", "").lower() in ("1", "true", "yes")
         conventions = "viescore" if request.query_params.get("conventions") == "viescore" else "default"
         return Response(build_report(study, include_excluded=include, conventions=conventions))
@@ -114,7 +114,7 @@ class JudgeRunList(generics.ListAPIView):
         given = self.StartInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
-        study = get_study_for_user(request.user, data["study"])
+        study = Study.objects.visible_or_404(request.user, data["study"])
         try:
             run = judge_run_request(user=request.user, study=study, judge_name=data["judge"], kind=data.get("kind"),
                                     params=data["params"], version=data["version"], shared=data["shared"])

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from analysis.export_services import (EXPORT_KINDS, ExportError, export_for_download, exports_for,
                                       study_export_start)
 from analysis.models import StudyExport
-from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
+from tasks.api import RESEARCH_PERMISSIONS
 from tasks.models import Study
 
 
@@ -49,13 +49,13 @@ class StudyExports(APIView):
 
     @extend_schema(responses={200: StudyExportOutput(many=True)})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         exports = exports_for(study=study, user=request.user)
         return Response(StudyExportOutput(exports, many=True, context={"request": request}).data)
 
     @extend_schema(request=ExportStartInput, responses={202: StudyExportOutput})
     def post(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         given = self.ExportStartInput(data=request.data)
         given.is_valid(raise_exception=True)
         try:

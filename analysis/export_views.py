@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -19,11 +19,6 @@ from tasks.configure_views import sparse_layouts
 from tasks.research_views import researcher_required
 
 
-def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
-    """The study if this researcher may see it (owner, collaborator, staff), else 404."""
-    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
-
-
 def _context(request: HttpRequest, study: Study) -> dict:
     exports = exports_for(study=study, user=request.user)
     return {"study": study, "exports": exports, "any_active": any(e.is_active for e in exports),
@@ -32,7 +27,7 @@ def _context(request: HttpRequest, study: Study) -> dict:
 
 @researcher_required
 def export_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     context = _context(request, study)
     if request.htmx and request.GET.get("fragment") == "list":
         return render(request, "analysis/exports.html#list", context)
@@ -44,7 +39,7 @@ def export_page(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_POST
 def export_start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     try:
         export = study_export_start(study=study, user=request.user, kind=request.POST.get("kind", "dataset"))
     except ExportError as exc:
@@ -56,7 +51,7 @@ def export_start(request: HttpRequest, slug: str) -> HttpResponse:
 
 @researcher_required
 def export_download(request: HttpRequest, slug: str, export_id: int) -> FileResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     export = export_for_download(export_id=export_id, user=request.user)
     if export is None or export.study_id != study.pk:
         raise Http404("no such export")

@@ -32,11 +32,6 @@ DISAGREEMENTS_SHOWN = 12
 SCATTER_MODELS_MAX = 8
 
 
-def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
-    """The study if this user may analyse it (owner or staff), else 404."""
-    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
-
-
 def human_item_means(study: Study) -> pd.DataFrame:
     """Human score per item and dimension: ``item, model, dimension, human``, exactly the item
     scores the report correlates judges with (``analysis.report.human_item_scores``): ImagenHub
@@ -141,7 +136,7 @@ def _pairwise_block(study: Study) -> list[dict]:
 
 @login_required
 def side_by_side(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     if request.htmx and request.GET.get("fragment") == "runs":
         return _runs_fragment(request, study)
     return _page(request, study, JudgeRunForm(endpoint_list=judge_endpoint_list()))
@@ -210,7 +205,7 @@ def run_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Start a run from the page's form. A run that cannot work on the study (SSIM without
     source images, a single-image judge on a pairwise study, an endpoint that is not the
     operator's) is refused before anything is queued: the page again, 400, with the reason."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     form = JudgeRunForm(request.POST, endpoint_list=judge_endpoint_list())
     if form.is_valid():
         try:
@@ -233,7 +228,7 @@ def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     judge, dimension, human_dim = request.GET.get("judge"), request.GET.get("dim"), request.GET.get("human")
     if not (judge and dimension and human_dim):
         raise Http404("choose a judge and a dimension")
@@ -268,7 +263,7 @@ def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     run = get_object_or_404(JudgeRun, pk=run_id, study=study)
     judge_run_cancel(run=run)
     messages.info(request, f"Run {run.pk} will stop after the items in progress.")
@@ -278,7 +273,7 @@ def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     run = get_object_or_404(JudgeRun, pk=run_id, study=study)
     try:
         judge_run_resume(run=run)

@@ -19,7 +19,8 @@ from rest_framework.views import APIView
 from analysis.models import DatasetRelease
 from analysis.science.release import LICENSES
 from analysis.release_services import ReleaseRefused, release_request
-from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
+from tasks.api import RESEARCH_PERMISSIONS
+from tasks.models import Study
 
 
 class ReleaseOutput(serializers.ModelSerializer):
@@ -47,13 +48,13 @@ class StudyReleases(APIView):
 
     @extend_schema(responses={200: ReleaseOutput(many=True)})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         releases = DatasetRelease.objects.filter(study=study).select_related("study")[:100]
         return Response(ReleaseOutput(releases, many=True).data)
 
     @extend_schema(request=RequestInput, responses={202: ReleaseOutput, 409: _REFUSED})
     def post(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         given = self.RequestInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
@@ -67,7 +68,7 @@ class StudyReleases(APIView):
 
 
 def _release(request: Request, slug: str, release_id: int) -> DatasetRelease:
-    study = get_study_for_user(request.user, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     return get_object_or_404(DatasetRelease.objects.select_related("study"), pk=release_id, study=study)
 
 

@@ -43,12 +43,6 @@ COLUMNS = [
 ]
 
 
-def _get_study_for_researcher(request: HttpRequest, slug: str) -> Study:
-    """The study if the user may see it (owner, collaborator or staff: ``Study.objects.visible_to``);
-    404 otherwise (raters never learn it exists)."""
-    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
-
-
 def _rows(study: Study) -> list[RaterRow]:
     return rater_rows(study)
 
@@ -56,7 +50,7 @@ def _rows(study: Study) -> list[RaterRow]:
 @login_required
 def rater_list(request: HttpRequest, slug: str) -> HttpResponse:
     """One row per rater: gold accuracy, items done, median time, agreement, flags, state."""
-    study = _get_study_for_researcher(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     rows = _rows(study)
     state = request.GET.get("state", "")
     flag = request.GET.get("flag", "")
@@ -107,7 +101,7 @@ def rater_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def rater_detail(request: HttpRequest, slug: str, rater_id: int) -> HttpResponse:
     """The rater's numbers and flags, score distribution against everyone's, gold answers, history."""
-    study = _get_study_for_researcher(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     rows = {row.rater.pk: row for row in _rows(study)}
     row = rows.get(rater_id)
     if row is None:
@@ -137,7 +131,7 @@ def _decisions_for(user) -> list[tuple[str, str]]:
 @login_required
 @require_POST
 def rater_decision(request: HttpRequest, slug: str, rater_id: int) -> HttpResponse:
-    study = _get_study_for_researcher(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     # Only a rater with work in this study: the study's slug must not open decisions about anyone on the site.
     rater = get_object_or_404(Rater.objects.with_work_in(study), pk=rater_id)
     try:
@@ -158,7 +152,7 @@ def rater_decision(request: HttpRequest, slug: str, rater_id: int) -> HttpRespon
 @login_required
 @require_POST
 def rules_apply(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _get_study_for_researcher(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     taken = study_rules_apply(study=study)
     if taken:
         messages.success(request, f"Rules acted on {len(taken)} rater{'s' if len(taken) != 1 else ''}.")
@@ -170,7 +164,7 @@ def rules_apply(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
     """After a pilot: items all raters agreed on, to confirm as gold one by one."""
-    study = _get_study_for_researcher(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     if request.method == "POST" and study.protocol == protocols.PAIRWISE:
         pk = request.POST.get("comparison", "")
         comparison = get_object_or_404(Comparison, pk=int(pk) if pk.isascii() and pk.isdigit() else None, study=study)

@@ -35,11 +35,6 @@ class IsResearcher(BasePermission):
 RESEARCH_PERMISSIONS = [IsAuthenticated, IsResearcher]
 
 
-def get_study_for_user(user, slug: str) -> Study:
-    """The study if this user may see it (owner or staff), else 404."""
-    return get_object_or_404(Study.objects.visible_to(user), slug=slug)
-
-
 class StudyOutput(serializers.ModelSerializer):
     owners = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
     items = serializers.IntegerField(source="item_count", read_only=True)
@@ -169,7 +164,7 @@ class StudyDetail(APIView):
 
     @extend_schema(responses=StudyOutput)
     def get(self, request: Request, slug: str) -> Response:
-        return Response(self._output(get_study_for_user(request.user, slug)))
+        return Response(self._output(Study.objects.visible_or_404(request.user, slug)))
 
     @extend_schema(request=inline_serializer("StudyConfigurationPatch", {"completion_code": serializers.CharField()}),
                    responses={200: StudyOutput, 400: inline_serializer("ConfigurationErrors", {
@@ -181,7 +176,7 @@ class StudyDetail(APIView):
         from tasks.configure_forms import StudyConfigureForm, form_data_for_patch, patch_problems
         from tasks.configure_services import ConfigurationRefused, study_configure
 
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         problems = patch_problems(request.data)
         if problems:
             return Response({"errors": problems}, status=status.HTTP_400_BAD_REQUEST)
@@ -211,7 +206,7 @@ class StudyAction(APIView):
     @extend_schema(request=CloneInput, responses={200: StudyOutput, 201: StudyOutput, 409: inline_serializer(
         "ActionRefused", {"detail": serializers.CharField()})})
     def post(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         try:
             if self.action == "publish":
                 result, code = study_publish(study=study), 200
@@ -247,7 +242,7 @@ class StudyItems(generics.ListAPIView):
     serializer_class = ItemOutput
 
     def get_queryset(self):
-        study = get_study_for_user(self.request.user, self.kwargs["slug"])
+        study = Study.objects.visible_or_404(self.request.user, self.kwargs["slug"])
         return Item.objects.for_study(study).annotate(rating_count=Count("ratings")).order_by("id")
 
 
@@ -270,7 +265,7 @@ class StudyRatings(generics.ListAPIView):
     serializer_class = RatingOutput
 
     def get_queryset(self):
-        study = get_study_for_user(self.request.user, self.kwargs["slug"])
+        study = Study.objects.visible_or_404(self.request.user, self.kwargs["slug"])
         return Rating.objects.filter(study=study).order_by("id")
 
 
@@ -287,7 +282,7 @@ class StudyProlificDecisions(APIView):
     def get(self, request: Request, slug: str) -> Response:
         from raters.payouts import prolific_decisions
 
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         return Response([{"participant_id": r.participant_id, "session_id": r.session_id, "decision": r.decision,
                           "reason": r.reason, "bonus": f"{r.bonus:.2f}", "ratings": r.ratings, "flags": r.flags,
                           "standing": r.standing} for r in prolific_decisions(study)])
@@ -311,7 +306,7 @@ class StudyRaterDecision(APIView):
         from raters.models import Rater
         from raters.services import DecisionRefused, rater_decide
 
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         rater = get_object_or_404(Rater.objects.with_work_in(study), pk=rater_id)
         data = RaterDecisionInput(data=request.data)
         data.is_valid(raise_exception=True)

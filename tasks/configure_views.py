@@ -5,7 +5,7 @@
 * ``launch``: publish, then the links to paste into Prolific, MTurk and to invited raters;
 * ``export``: what the dataset zip holds, and what it cannot hold for this study, before download.
 
-Access as every research page: ``research_views._get_study_for_user`` (Study.objects.visible_to).
+Access as every research page: ``Study.objects.visible_or_404`` (Study.objects.visible_to).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tasks.configure_services import (
     worked_example_remove,
 )
 from tasks.models import Study
-from tasks.research_views import _get_study_for_user, researcher_required
+from tasks.research_views import researcher_required
 from tasks.study_services import StudyActionRefused, study_publish
 
 
@@ -42,7 +42,7 @@ def _form_errors(form, refused: ConfigurationRefused) -> None:
 @require_http_methods(["GET", "POST"])
 def study_configure_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's settings. While open, fields that may not change are shown disabled, with why."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     form = StudyConfigureForm(request.POST or None, study=study, lock=True, initial=initial_of(study))
     status = 200
     if request.method == "POST":
@@ -68,7 +68,7 @@ def study_configure_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_examples(request: HttpRequest, slug: str) -> HttpResponse:
     """Add a worked example (image + caption) or remove one (``remove`` = its id), drafts only."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     remove = request.POST.get("remove")
     try:
         if remove is not None:
@@ -97,7 +97,7 @@ def _small_int(value: str | None, *, name: str) -> int:
 @require_POST
 def study_attention(request: HttpRequest, slug: str) -> HttpResponse:
     """Set the number of attention checks and their spacing (drafts only)."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     try:
         checks = attention_checks_set(study=study, count=_small_int(request.POST.get("count"), name="count"),
                                       spacing=_small_int(request.POST.get("spacing"), name="spacing"))
@@ -136,7 +136,7 @@ def launch_links(start_url: str) -> dict[str, str]:
 @require_http_methods(["GET", "POST"])
 def study_launch(request: HttpRequest, slug: str) -> HttpResponse:
     """Publish (POST), then the links for Prolific, MTurk and invited raters, each with a copy button."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     if request.method == "POST":
         try:
             study = study_publish(study=study)
@@ -176,5 +176,5 @@ def sparse_layouts(study: Study) -> list[str]:
 @researcher_required
 def study_export_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The export page lives with the background exports (analysis.export_views); this address stays."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     return redirect("study-exports", study.slug)

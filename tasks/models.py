@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.shortcuts import get_object_or_404
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -42,6 +43,12 @@ class StudyQuerySet(models.QuerySet):
             models.Q(pk__in=Study.owners.through.objects.filter(user_id=user.pk).values("study_id"))
             | models.Q(pk__in=Study.collaborators.through.objects.filter(user_id=user.pk).values("study_id"))
         )
+
+    def visible_or_404(self, user, slug: str) -> "Study":
+        """The study ``slug`` if ``user`` may see it (:meth:`visible_to`), else Http404, also when it
+        exists: a stranger learns nothing. The one study-access helper of every research page and
+        API view, whichever app serves it."""
+        return get_object_or_404(self.visible_to(user), slug=slug)
 
 
 class Study(models.Model):

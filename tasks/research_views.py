@@ -64,10 +64,6 @@ def researcher_required(view):
     return wrapper
 
 
-def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
-    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
-
-
 @researcher_required
 def study_new(request: HttpRequest) -> HttpResponse:
     """Upload a bundle. The build runs in a job: in eager mode it is done when this continues
@@ -147,7 +143,7 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     context = _live_context(request, study)
     study_notices_check(study, progress=context["progress"])
     context["notices"] = list(study.notices.all()[:10])
@@ -191,7 +187,7 @@ class ThresholdForm(forms.Form):
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """Change the study's analysis settings (the agreement threshold, whether its raters are a sampled
     crowd or a fixed panel) from its dashboard."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     form = ThresholdForm(request.POST)
     if not form.is_valid():
         labels = {"agreement_threshold": "Agreement threshold", "rater_sampling": "Raters"}
@@ -218,7 +214,7 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_POST
 def study_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     try:
         if action == "publish":
             study = study_publish(study=study)
@@ -259,7 +255,7 @@ def _absolute_ranking(study: Study) -> list[str]:
 @researcher_required
 def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     """Models ranked with the report's numbers; adjacent gaps tested by a paired bootstrap."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     report = dashboard.cached_report(study, judges=False)
     context: dict = {"study": study, "report": report}
     if study.protocol == protocols.PAIRWISE:
@@ -309,7 +305,7 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     """One SVG plot of the study (server-rendered with matplotlib)."""
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     if name not in plots_for(study):
         raise Http404("No such plot for this study's protocol")
     ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
@@ -346,7 +342,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
 def study_export(request: HttpRequest, slug: str) -> HttpResponse:
     from analysis.export_services import export_fits_in_a_request
 
-    study = _get_study_for_user(request, slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     if not export_fits_in_a_request(study):  # a large study is prepared in the background
         return redirect("study-exports", slug=study.slug)
     return export_response(study)
