@@ -40,7 +40,7 @@ from django.utils import timezone
 from raters.gold import may_work, quality_slots_insert
 from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
 from analysis.science import protocols
-from tasks.joined import JoinedRow, Part
+from tasks.sql import JoinedRow, Part
 from tasks.models import (
     RANK_RANGE,
     Assignment,
