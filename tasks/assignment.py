@@ -38,21 +38,18 @@ from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Subq
 from django.utils import timezone
 
 from raters.gold import may_work, quality_slots_insert
-from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
+from raters.models import AttentionCheck, Rater, RaterStanding
 from analysis.science import protocols
-from tasks.sql import JoinedRow, Part
+from tasks import sql
 from tasks.models import (
     RANK_RANGE,
     Assignment,
     Comparison,
     ComparisonGold,
-    GenModel,
     GoldAnswer,
-    Instance,
     Item,
     Participation,
     Rating,
-    StoredImage,
     Study,
 )
 
@@ -140,15 +137,6 @@ def participation_get_or_create(*, rater: Rater, study: Study, crowd: dict | Non
     return participation
 
 
-# The rater's participation with what every rating request reads: the rater, the study, its
-# quality policy, and the rater's standing in the study.
-_PARTICIPATION = JoinedRow(
-    Part(Participation, "p"),
-    Part(Rater, "r", parent="p", field="rater"),
-    Part(Study, "s", parent="p", field="study"),
-    Part(QualityPolicy, "q", parent="s", reverse="study"),
-)
-_PARTICIPATION_SQL: dict[tuple[str, str], str] = {}
 
 
 def participation_of(*, slug: str, rater_id: int | None = None, user_id: int | None = None) -> Participation | None:
@@ -157,26 +145,14 @@ def participation_of(*, slug: str, rater_id: int | None = None, user_id: int | N
     rater, study, the study's quality policy and ``participation.standing`` (an unsaved pending
     RaterStanding when nobody decided yet); None when that rater has not entered the study."""
     who = "rater" if rater_id is not None else "user"
-    key = (connection.vendor, who)
-    if key not in _PARTICIPATION_SQL:
-        quote = connection.ops.quote_name
-        table = lambda model: quote(model._meta.db_table)  # noqa: E731
-        where = "p.rater_id = %(who)s" if who == "rater" else "r.user_id = %(who)s"
-        _PARTICIPATION_SQL[key] = (
-            f"SELECT {_PARTICIPATION.columns()}, (SELECT st.{quote('state')} FROM {table(RaterStanding)} st "
-            f"WHERE st.study_id = p.study_id AND st.rater_id = p.rater_id) "
-            f"FROM {table(Participation)} p JOIN {table(Rater)} r ON r.id = p.rater_id "
-            f"JOIN {table(Study)} s ON s.id = p.study_id LEFT JOIN {table(QualityPolicy)} q ON q.study_id = s.id "
-            f"WHERE s.slug = %(slug)s AND {where} ORDER BY p.rater_id LIMIT 1"
-        )
     with connection.cursor() as cursor:
-        cursor.execute(_PARTICIPATION_SQL[key], {"slug": slug, "who": rater_id if who == "rater" else user_id})
+        cursor.execute(sql.participation(who), {"slug": slug, "who": rater_id if who == "rater" else user_id})
         row = cursor.fetchone()
     if row is None:
         return None
-    participation = _PARTICIPATION.read(row)["p"]
+    participation = sql.PARTICIPATION.read(row)["p"]
     participation.standing = RaterStanding(study=participation.study, rater=participation.rater,
-                                           state=row[_PARTICIPATION.width] or RaterStanding.State.PENDING)
+                                           state=row[sql.PARTICIPATION.width] or RaterStanding.State.PENDING)
     return participation
 
 
@@ -199,14 +175,8 @@ def _take_many(model, pks: list[int], quota: int) -> set[int]:
     """
     if connection.vendor != "postgresql":
         return {pk for pk in sorted(pks) if _take(model, pk, quota)}
-    table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET claims = claims + 1 WHERE id IN ("
-            f"SELECT id FROM {table} WHERE id = ANY(%s) AND claims < %s ORDER BY id FOR UPDATE"
-            f") AND claims < %s RETURNING id",
-            [sorted(pks), quota, quota],
-        )
+        cursor.execute(sql.take_many(model), [sorted(pks), quota, quota])
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -622,63 +592,15 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     return screen
 
 
-# A screen of items with everything its page and its submit read: the item, its instance, model,
-# image, gold answer and attention check (server side; pages never show gold).
-_ITEM_SCREEN = JoinedRow(
-    Part(Assignment, "a"),
-    Part(Item, "i", parent="a", field="item"),
-    Part(Instance, "n", parent="i", field="instance"),
-    Part(GenModel, "g", parent="i", field="gen_model"),
-    Part(StoredImage, "m", parent="i", field="image"),
-    Part(GoldAnswer, "o", parent="i", reverse="item"),
-    Part(AttentionCheck, "c", parent="i", reverse="item"),
-)
-_ITEM_SCREEN_SQL: dict[tuple[str, bool], str] = {}
-
-
-def _item_screen_sql(place: bool) -> str:
-    """One statement: the screen's units (and, with ``place``, where the screen sits among the
-    rater's live positions and the following screen's units, for preloading)."""
-    key = (connection.vendor, place)
-    if key not in _ITEM_SCREEN_SQL:
-        quote = connection.ops.quote_name
-        table = lambda model: quote(model._meta.db_table)  # noqa: E731
-        position, state = quote("position"), quote("state")
-        live = f"rater_id = %(rater)s AND study_id = %(study)s AND {state} IN ('leased', 'done')"
-        joins = (f"LEFT JOIN {table(Item)} i ON i.id = a.item_id "
-                 f"LEFT JOIN {table(Instance)} n ON n.id = i.instance_id "
-                 f"LEFT JOIN {table(GenModel)} g ON g.id = i.gen_model_id "
-                 f"LEFT JOIN {table(StoredImage)} m ON m.id = i.image_id "
-                 f"LEFT JOIN {table(GoldAnswer)} o ON o.item_id = i.id "
-                 f"LEFT JOIN {table(AttentionCheck)} c ON c.item_id = i.id ")
-        order = f"ORDER BY a.{position}, a.slot"
-        if place:
-            sql = (f"WITH place AS (SELECT COUNT(DISTINCT {position}) AS total, "
-                   f"COUNT(DISTINCT {position}) FILTER (WHERE {position} < %(position)s) AS n_before, "
-                   f"MAX({position}) FILTER (WHERE {position} < %(position)s) AS back, "
-                   f"MIN({position}) FILTER (WHERE {position} > %(position)s) AS following "
-                   f"FROM {table(Assignment)} WHERE {live}) "
-                   f"SELECT place.total, place.n_before, place.back, place.following, {_ITEM_SCREEN.columns()} "
-                   f"FROM place LEFT JOIN {table(Assignment)} a ON a.{live.replace(' AND ', ' AND a.')} "
-                   f"AND (a.{position} = %(position)s OR a.{position} = place.following) {joins} {order}")
-        else:  # a submit's screen: also the rater's previous submit in the study (bounds time on item)
-            previous = (f"(SELECT MAX(r.updated_at) FROM {table(Rating)} r "
-                        f"WHERE r.rater_id = %(rater)s AND r.study_id = %(study)s)")
-            sql = (f"SELECT {_ITEM_SCREEN.columns()}, {previous} FROM {table(Assignment)} a {joins}"
-                   f"WHERE a.{live.replace(' AND ', ' AND a.')} AND a.{position} = %(position)s {order}")
-        _ITEM_SCREEN_SQL[key] = sql
-    return _ITEM_SCREEN_SQL[key]
-
-
 def _item_screen_at(*, rater: Rater, study: Study, position: int, place: bool) -> Screen | None:
     """``screen_at`` for item studies (ImagenHub, EvalMi): one statement, place included."""
     with connection.cursor() as cursor:
-        cursor.execute(_item_screen_sql(place), {"rater": rater.pk, "study": study.pk, "position": position})
+        cursor.execute(sql.item_screen(place), {"rater": rater.pk, "study": study.pk, "position": position})
         rows = cursor.fetchall()
     start = 4 if place else 0
     assignments = []
     for row in rows:
-        assignment = _ITEM_SCREEN.read(row, start)["a"]
+        assignment = sql.ITEM_SCREEN.read(row, start)["a"]
         if assignment is None:  # no live unit at all (the place row alone)
             continue
         assignment.study, assignment.rater = study, rater  # the caller's objects: no lazy loads later

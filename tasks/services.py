@@ -14,6 +14,7 @@ from raters.gold import may_work
 from raters.models import Rater, RaterStanding
 from raters.services import rating_recorded, study_rules_schedule
 from analysis.science import protocols
+from tasks import sql
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 
@@ -295,46 +296,6 @@ class _NotAllLeased(Exception):
     """Some unit of the screen was no longer leased when the statement ran: roll back."""
 
 
-_AT_ONCE_SQL: list[str] = []
-
-
-def _at_once_sql() -> str:
-    """One statement for a screen's first answers: mark the assignments done (only if all are
-    still leased), insert the ratings, count them on the study's rule schedule, and find the
-    rater's next leased screen (the statement's snapshot still sees these units as leased, so
-    they are left out by id)."""
-    if not _AT_ONCE_SQL:
-        quote = connection.ops.quote_name
-        a, r = quote(Assignment._meta.db_table), quote(Rating._meta.db_table)
-        from raters.models import QualityRulesSchedule
-
-        schedule = quote(QualityRulesSchedule._meta.db_table)
-        column = lambda name: quote(Rating._meta.get_field(name).column)  # noqa: E731
-        state, position = quote("state"), quote("position")
-        _AT_ONCE_SQL.append(
-            f"WITH done AS (UPDATE {a} SET {state} = 'done', completed_at = %(now)s "
-            f"WHERE id = ANY(%(assignments)s) AND rater_id = %(rater)s AND {state} = 'leased' RETURNING id), "
-            f"stored AS (INSERT INTO {r} ({column('study')}, {column('rater')}, {column('item')}, {column('values')}, "
-            f"{column('answers')}, {column('checklist')}, {column('presentation')}, {column('source')}, "
-            f"{column('source_detail')}, {column('time_on_item_ms')}, {column('protocol_version')}, "
-            f"{column('created_at')}, {column('updated_at')}) "
-            f"SELECT %(study)s, %(rater)s, u.item_id, u.v::jsonb, u.a::jsonb, u.c::jsonb, u.p::jsonb, %(source)s, '', "
-            f"u.t, %(version)s, %(now)s, %(now)s "
-            f"FROM unnest(%(assignments)s::bigint[], %(items)s::bigint[], %(values)s::text[], "
-            f"%(answers)s::text[], %(checklists)s::text[], %(presentations)s::text[], %(times)s::integer[]) "
-            f"AS u(assignment_id, item_id, v, a, c, p, t) "
-            f"WHERE (SELECT count(*) FROM done) = %(n)s ORDER BY u.assignment_id RETURNING id, {column('item')}), "
-            f"counted AS (UPDATE {schedule} SET ratings_since_run = ratings_since_run + %(n)s "
-            f"WHERE study_id = %(study)s AND %(count)s AND (SELECT count(*) FROM done) = %(n)s "
-            f"RETURNING ratings_since_run) "
-            f"SELECT (SELECT count(*) FROM done), (SELECT MIN({position}) FROM {a} WHERE rater_id = %(rater)s "
-            f"AND study_id = %(study)s AND {state} = 'leased' AND NOT (id = ANY(%(assignments)s))), "
-            f"(SELECT ratings_since_run FROM counted), "
-            f"(SELECT array_agg(id ORDER BY id) FROM stored), (SELECT array_agg({column('item')} ORDER BY id) FROM stored)"
-        )
-    return _AT_ONCE_SQL[0]
-
-
 def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
                           since: datetime | None = None) -> list[Rating] | None:
     """``screen_submit``'s common case in one statement (a trial of several images inside a
@@ -389,7 +350,7 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
     try:
         with transaction.atomic() if block else contextlib.nullcontext():
             with connection.cursor() as cursor:
-                cursor.execute(_at_once_sql(), params)
+                cursor.execute(sql.submit_at_once(), params)
                 done, next_leased, counted, rating_ids, item_ids = cursor.fetchone()
             if done != len(ordered):
                 raise _NotAllLeased

@@ -118,3 +118,22 @@ def test_a_logged_in_rater_s_participation_is_found_by_their_user(django_assert_
         got = participation_of(slug=study.slug, user_id=user.pk)
         assert got.pk == participation.pk and got.rater.user_id == user.pk and got.standing.state == "pending"
     assert participation_of(slug=study.slug, user_id=make_user().pk) is None  # another login: not theirs
+
+
+def test_claiming_many_units_in_one_statement_matches_one_conditional_update_each():
+    """tasks.sql.take_many (PostgreSQL; SQLite runs the ORM path on both sides) against
+    tasks.assignment._take per unit: the same units get their claim, none goes over the quota."""
+    from tasks.models import Item
+
+    study = make_study()
+    claimed = {}
+    for path in ("sql", "orm"):
+        items = [make_item(study, with_image=False) for _ in range(4)]
+        Item.objects.filter(pk=items[1].pk).update(claims=2)  # at the quota already
+        pks = [item.pk for item in reversed(items)]
+        got = (engine._take_many(Item, pks, 2) if path == "sql"
+               else {pk for pk in sorted(pks) if engine._take(Item, pk, 2)})
+        claims = dict(Item.objects.filter(pk__in=pks).values_list("pk", "claims"))
+        claimed[path] = ([items.index(next(i for i in items if i.pk == pk)) for pk in sorted(got)],
+                         [claims[item.pk] for item in items])
+    assert claimed["sql"] == claimed["orm"] == ([0, 2, 3], [1, 2, 1, 1])

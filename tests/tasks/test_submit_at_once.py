@@ -87,3 +87,34 @@ def test_a_rating_already_there_is_edited_not_doubled():
     screen_submit(rater=rater, screen=screen, entries=_entries(screen))
     assert Rating.objects.filter(rater=rater).count() == 3
     assert Rating.objects.get(rater=rater, item=item).values == {"perception": 4, "correspondence": 2}
+
+
+def test_the_one_statement_stores_what_the_orm_path_stores(monkeypatch, django_capture_on_commit_callbacks):
+    """tasks.sql.submit_at_once against the general path (tasks.services._screen_store): the same
+    ratings, assignments done and counts on the rule schedule, field by field."""
+    from tasks import services
+
+    stored = {}
+    for path in ("sql", "orm"):
+        study = _trial_study()
+        QualityPolicy.objects.create(study=study, rules_after_session=True, rules_every_ratings=100)
+        QualityRulesSchedule.objects.create(study=study, ratings_since_run=5)
+        rater = make_rater()
+        position = assignment_next(rater=rater, study=study).position
+        screen = screen_at(rater=rater, study=study, position=position, place=False)
+        screen_shown(rater=rater, screen=screen)
+        if path == "orm":
+            monkeypatch.setattr(services, "_first_answers_to_items", lambda screen: False)
+        with django_capture_on_commit_callbacks(execute=True):  # the general path counts after its commit
+            screen_submit(rater=rater, screen=screen, entries=_entries(screen))
+        monkeypatch.undo()
+        fields = ("values", "answers", "checklist", "presentation", "source", "source_detail")
+        ratings = [(a.slot, Rating.objects.get(rater=rater, item_id=a.item_id)) for a in screen.assignments]
+        stored[path] = (
+            sorted((slot, *[getattr(r, f) for f in fields], r.time_on_item_ms is not None,
+                    r.protocol_version_id == study.current_protocol_version_id) for slot, r in ratings),
+            sorted(Assignment.objects.filter(rater=rater).values_list("slot", "state")),
+            QualityRulesSchedule.objects.get(study=study).ratings_since_run,
+            screen.next_leased is not None,
+        )
+    assert stored["sql"] == stored["orm"]
