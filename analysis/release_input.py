@@ -17,13 +17,13 @@ import pandas as pd
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection
-from django.db.models import BigIntegerField, Count, Q
-from django.db.models.expressions import RawSQL
+from django.db.models import Count, Q
 
 from analysis import data as analysis_data
 from analysis import export_input
 from analysis.export_input import _Plan, study_export_input
 from analysis.science.release import ReleaseInput, pseudonym, scrub_text, study_key
+from analysis.sql import epoch_microseconds
 from raters import exclusion
 from raters.models import AttentionCheck, QualificationAttempt, QualityPolicy, Rater
 from tasks import provenance
@@ -99,11 +99,7 @@ class _ReleasePlan(_Plan):
         epoch = connection.vendor == "postgresql"
         queryset = self.queryset
         if epoch:
-            quote = connection.ops.quote_name
-            queryset = queryset.annotate(**{
-                f"_us_{name}": RawSQL(f"(EXTRACT(EPOCH FROM {quote(Rating._meta.db_table)}.{quote(name)}) "
-                                      f"* 1000000)::bigint", [], output_field=BigIntegerField())
-                for name in _TIMES})
+            queryset = queryset.annotate(**{f"_us_{name}": epoch_microseconds(Rating, name) for name in _TIMES})
         times = [f"_us_{name}" for name in _TIMES] if epoch else list(_TIMES)
         tail = [*times, *(c for c in export_input._ROW_TAIL if c not in _TIMES), _VERSION_COLUMN]
         rows = (queryset.order_by("id").values_list("rater_id", self.unit, *self.annotations, *tail)

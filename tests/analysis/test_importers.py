@@ -260,7 +260,7 @@ def test_evalmi_store_refuses_a_prompt_number_without_a_question(tmp_path):
 
 
 def test_the_bulk_writer_stores_tabs_newlines_backslashes_nulls_and_json_exactly():
-    from analysis.importers import fast_insert
+    from analysis.sql import fast_insert
     from tests.factories import make_item, make_rater, make_study
 
     study = make_study(protocol="imagenhub")

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
-from analysis.importers import fast_insert
+from analysis.sql import fast_insert
 from raters.models import Rater
 from tasks.models import Item, Rating, Study
 from tests.factories import make_comparison, make_item, make_rater, make_study

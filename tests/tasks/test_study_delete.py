@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from analysis.importers import fast_insert
+from analysis.sql import fast_insert
 from analysis.models import Judge, JudgeRun, JudgeScore, JudgeVerdict
 from raters.models import (
     AttentionResult,
