@@ -11,10 +11,11 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from raters import sql
 from raters.models import (
     Decision,
     QualityPolicy,
@@ -284,7 +285,7 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
     count when the caller already added the ratings (in the statement that stored them).
     """
     if counted is None:
-        counted = _schedule_count(study_id, ratings)
+        counted = sql.schedule_count(study_id, ratings)
     if counted is None:
         QualityRulesSchedule.objects.get_or_create(study_id=study_id, defaults={"ratings_since_run": ratings})
         counted = ratings
@@ -315,22 +316,6 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
         rows.update(queued=False)
         return False
     return True
-
-
-def _schedule_count(study_id: int, ratings: int = 1) -> int | None:
-    """Count ``ratings`` on the study's schedule row; the new count, or None when there is no row.
-
-    One ``UPDATE … RETURNING`` (PostgreSQL, SQLite ≥ 3.35): every rating of the study passes
-    through this row, so it is written once per rating and in its own short statement.
-    """
-    table = connection.ops.quote_name(QualityRulesSchedule._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET ratings_since_run = ratings_since_run + %s WHERE study_id = %s RETURNING ratings_since_run",
-            [ratings, study_id],
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 def quality_rules_run(*, study_id: int) -> dict | None:

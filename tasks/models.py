@@ -405,7 +405,7 @@ class Rating(models.Model):
     comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings",
                                    db_index=False, db_constraint=False)
     values = models.JSONField()
-    # Database defaults as well: bulk imports (analysis.importers.fast_insert) leave these columns
+    # Database defaults as well: bulk imports (analysis.sql.fast_insert) leave these columns
     # out of COPY and the database fills them (0.75 s less server time for 806K rows).
     answers = models.JSONField(default=dict, db_default={}, blank=True)
     checklist = models.JSONField(
