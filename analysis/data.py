@@ -17,9 +17,10 @@ of a released package when the study is one).
 from __future__ import annotations
 
 import functools
+from typing import Iterable
 
 import pandas as pd
-from django.db.models import FloatField
+from django.db.models import FloatField, QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
@@ -66,6 +67,25 @@ def _frame(queryset, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(queryset.iterator(chunk_size=_CHUNK)), columns=columns)
 
 
+def ratings_query(study: Study, *, unit: str, include_excluded: bool = False,
+                  questions: Iterable[str] = ()) -> tuple[QuerySet, dict]:
+    """The one reader of a study's ratings, for the report's frames and the dataset export.
+
+    The ratings analysis uses (:func:`raters.exclusion.analysis_ratings`) of ``unit`` ("item" or
+    "comparison"), annotated inside the database: per item, each protocol dimension cast to
+    float and each yes/no answer of ``questions`` as text; per comparison, the preference as text.
+    Returns the queryset and its annotations, in column order, for ``values_list``.
+    """
+    if unit == "comparison":
+        annotations = {"_preference": KT("values__preference")}
+    else:
+        dimensions = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
+        annotations = {**{f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in dimensions},
+                       **{f"_q_{q}": KT(f"answers__{q}") for q in questions}}
+    ratings = exclusion.analysis_ratings(study, include_excluded=include_excluded)
+    return ratings.filter(**{f"{unit}__isnull": False}).annotate(**annotations), annotations
+
+
 @_packaged
 def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Item ratings of a (non-pairwise) study in long form.
@@ -75,14 +95,8 @@ def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
     included like any other rating.
     """
     dimensions = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
-    annotations = {f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in dimensions}
-    queryset = (
-        exclusion.analysis_ratings(study, include_excluded=include_excluded)
-        .filter(item__isnull=False)
-        .annotate(**annotations)
-        .values_list("rater_id", "item_id", *annotations)
-    )
-    frame = _frame(queryset, ["rater", "item", *dimensions])
+    ratings, annotations = ratings_query(study, unit="item", include_excluded=include_excluded)
+    frame = _frame(ratings.values_list("rater_id", "item_id", *annotations), ["rater", "item", *dimensions])
     items = item_table(study).set_index("item")
     frame["model"] = items["model"].reindex(frame["item"]).to_numpy()
     frame["instance"] = items["instance"].reindex(frame["item"]).to_numpy()
@@ -119,13 +133,8 @@ def answers_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFra
 @_packaged
 def comparisons_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
     """Pairwise ratings: ``rater, comparison, instance, model_a, model_b, preference``."""
-    queryset = (
-        exclusion.analysis_ratings(study, include_excluded=include_excluded)
-        .filter(comparison__isnull=False)
-        .annotate(_pref=KT("values__preference"))
-        .values_list("rater_id", "comparison_id", "_pref")
-    )
-    frame = _frame(queryset, ["rater", "comparison", "preference"])
+    ratings, annotations = ratings_query(study, unit="comparison", include_excluded=include_excluded)
+    frame = _frame(ratings.values_list("rater_id", "comparison_id", *annotations), ["rater", "comparison", "preference"])
     pairs = pd.DataFrame.from_records(
         list(
             Comparison.objects.filter(study=study).values_list(

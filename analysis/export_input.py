@@ -1,6 +1,7 @@
 """Study → :class:`analysis.science.exports.ExportInput`: the ORM side of the MOS dataset export.
 
-Two reads of the ratings, neither holding model instances or decoded JSON for the whole study:
+Two reads of the ratings through the report's reader (:func:`analysis.data.ratings_query`), neither
+holding model instances or decoded JSON for the whole study:
 
 * the *numbers* (rater, item, instance, model, scores, yes/no answers) for the per-item and
   per-rater tables, read in chunks with the scores pulled out of the JSON inside the database
@@ -20,9 +21,6 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from django.db.models import FloatField
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 from django.utils import timezone
 
 from analysis import data as analysis_data
@@ -30,7 +28,6 @@ from analysis.dashboard import study_threshold
 from analysis.science.exports import CSV_CHUNK_ROWS, ExportInput
 from analysis.importers import IMAGENHUB_FOLDER_TASKS
 from analysis.science import protocols
-from raters import exclusion
 from tasks.models import Comparison, Study
 
 PROTOCOL_VERSION = "1"
@@ -88,18 +85,11 @@ class _Plan:
         self.dimensions = [d.key for d in study.protocol_def.dimensions(settings)]
         max_subs = max((len(s) for s in study.instances.values_list("sub_questions", flat=True)), default=0)
         self.questions = study.protocol_def.questions(settings, max_subs)
-        if self.pairwise:
-            self.annotations = {"_preference": KT("values__preference")}
-            self.unit = "comparison_id"
-        else:
-            self.annotations = {
-                **{f"_d_{dim}": Cast(KT(f"values__{dim}"), FloatField()) for dim in self.dimensions},
-                **{f"_q_{q}": KT(f"answers__{q}") for q in self.questions},
-            }
-            self.unit = "item_id"
+        self.unit = "comparison_id" if self.pairwise else "item_id"
         self.scores = ["preference"] if self.pairwise else [*self.dimensions, *self.questions]
-        queryset = exclusion.analysis_ratings(study, include_excluded=True)
-        self.queryset = queryset.filter(**{f"{self.unit[:-3]}__isnull": False}).annotate(**self.annotations)
+        # The report's reader (analysis.data.ratings_query), every rater included: the export marks the excluded.
+        self.queryset, self.annotations = analysis_data.ratings_query(
+            study, unit=self.unit[:-3], include_excluded=True, questions=self.questions)
         if self.pairwise:
             pairs = Comparison.objects.filter(study=study).values_list(
                 "id", "item_a__instance__key", "item_a__gen_model__name", "item_b__gen_model__name")
