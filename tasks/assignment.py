@@ -486,16 +486,6 @@ def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None =
     return claimed
 
 
-def assignment_insert(*, rater: Rater, study: Study, item: Item, position: int | None = None,
-                      now: datetime | None = None) -> Assignment:
-    """Place ``item`` (e.g. a gold item) into the rater's queue at ``position``, outside the quota.
-
-    Later screens move back by one. Default position: after the last screen. Raises
-    AssignmentUnavailable when the rater already has this item.
-    """
-    return screen_insert(rater=rater, study=study, items=[item], position=position, now=now)[0]
-
-
 def screen_insert(*, rater: Rater, study: Study, items: list[Item], position: int | None = None,
                   now: datetime | None = None) -> list[Assignment]:
     """Place a whole screen (one item, or an EvalMi trial of several) at ``position``, outside the quota.

@@ -10,10 +10,10 @@ from raters.models import Rater
 from tasks.assignment import (
     AssignmentUnavailable,
     assignment_batch_claim,
-    assignment_insert,
     assignment_next,
     assignments_expire,
     screen_at,
+    screen_insert,
 )
 from tasks.models import Assignment, Comparison, GoldAnswer, Instance, Item, Participation, Study
 from tasks.services import rating_submit
@@ -194,13 +194,13 @@ def test_gold_items_stay_out_of_the_pool_and_can_be_slotted_into_a_queue():
     rater = make_rater()
     assignment_next(rater=rater, study=study)
     assert items[0].pk not in set(Assignment.objects.filter(rater=rater).values_list("item_id", flat=True))
-    assignment_insert(rater=rater, study=study, item=items[0], position=1)
+    screen_insert(rater=rater, study=study, items=[items[0]], position=1)
     order = list(Assignment.objects.filter(rater=rater).order_by("position").values_list("item_id", "position"))
     assert order[1] == (items[0].pk, 1) and [p for _, p in order] == [0, 1, 2]
     items[0].refresh_from_db()
     assert items[0].claims == 0  # gold sits outside the quota
     with pytest.raises(AssignmentUnavailable, match="already has"):
-        assignment_insert(rater=rater, study=study, item=items[0])
+        screen_insert(rater=rater, study=study, items=[items[0]])
 
 
 def test_a_closed_study_or_a_blocked_rater_gets_no_work():

@@ -7,7 +7,7 @@ from django.db.models import Count, Max, Min, Q
 
 from raters.models import AttentionCheck
 from tasks import assignment as engine
-from tasks.assignment import assignment_insert, assignment_next, screen_at
+from tasks.assignment import assignment_next, screen_at, screen_insert
 from tasks.models import Assignment
 from tests.factories import make_attention_check, make_gold, make_instance, make_item, make_rater, make_study
 
@@ -37,8 +37,8 @@ def test_screens_read_in_one_statement_match_the_orm(protocol, django_assert_num
     gold_item, check_item = make_item(study), make_item(study)
     make_gold(gold_item, values={"SC": 1.0, "PQ": 0.5})
     make_attention_check(check_item)
-    assignment_insert(rater=rater, study=study, item=gold_item, position=first.position + 1)
-    assignment_insert(rater=rater, study=study, item=check_item)
+    screen_insert(rater=rater, study=study, items=[gold_item], position=first.position + 1)
+    screen_insert(rater=rater, study=study, items=[check_item])
     positions = sorted(set(Assignment.objects.filter(rater=rater).values_list("position", flat=True)))
     assert len(positions) >= 4
     for position in positions:
