@@ -347,14 +347,12 @@ def completion_allowed(*, rater: Rater, study: Study) -> tuple[bool, str]:
 
     Refused when they failed (or skipped) a required qualification, or are rejected or blocked.
     """
-    from raters.services import standing_of
-
     status = qualification_status(rater=rater, study=study)
     if not status.may_work:
         return False, status.message
     if rater.state == Rater.State.BLOCKED:
         return False, "Your participation in this study has ended."
-    standing = standing_of(rater=rater, study=study)
+    standing = RaterStanding.of(rater=rater, study=study)
     if standing.excludes_from_analysis:
         return False, "Your participation in this study has ended."
     return True, ""
@@ -364,11 +362,9 @@ def may_work(*, rater: Rater, study: Study, standing: RaterStanding | None = Non
     """Gate before handing out work: active, not paused/rejected/blocked here, qualified if required.
 
     ``standing``: the rater's standing in the study when the caller has just read it."""
-    from raters.services import standing_of
-
     if not rater.can_rate:
         return False, "Your rater account is not active for rating."
-    standing = standing or standing_of(rater=rater, study=study)
+    standing = standing or RaterStanding.of(rater=rater, study=study)
     if not standing.may_continue:
         if standing.state == standing.State.PAUSED:
             return False, "Your work on this study is paused while a researcher reviews it. Thank you for your patience."
