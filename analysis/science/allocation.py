@@ -73,7 +73,7 @@ class UnitState:
 class ModelState:
     """Per model code: ``estimate`` (mean of its units' estimates), its standard error ``std``
     (√Σ std² / units: the raters' noise, the model's prompts held fixed, as the subject model's
-    ``std_fisher``) and ``n`` ratings."""
+    ``std_fisher``; NaN when a unit's std is unknown) and ``n`` ratings."""
 
     estimate: np.ndarray
     std: np.ndarray
@@ -87,9 +87,11 @@ def model_state(units: UnitState, n_models: int) -> ModelState:
     count = np.bincount(model, minlength=n_models).astype(float)
     total = np.bincount(model, weights=units.estimate[rated], minlength=n_models)
     var = np.bincount(model, weights=np.nan_to_num(units.std[rated] ** 2, nan=0.0), minlength=n_models)
+    unknown = np.bincount(model, weights=~np.isfinite(units.std[rated]), minlength=n_models) > 0
     n = np.bincount(units.model, weights=units.n, minlength=n_models)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return ModelState(estimate=total / count, std=np.sqrt(var) / count, n=n)
+        std = np.where(unknown, np.nan, np.sqrt(var) / count)  # a unit of unknown std: the model's too
+        return ModelState(estimate=total / count, std=std, n=n)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ Three estimators of one unit's quality on the rating scale, each with a standard
   crossed panel the most consistent rater's residuals shrink as the items follow them, the
   degenerate maximum the subject model's floor only bounds (in the simulations its item RMSE then
   loses to z-MOS). With the correction a single-rated item says nothing about its rater's noise,
-  and a rater who dominates an item is not rewarded for it. Biases have mean zero over raters
+  and a rater who dominates an item is not rewarded for it. Each rater's v_i² is shrunk towards
+  the pooled one by ``PRIOR_DOF`` pseudo-observations; until some unit has a second rating the
+  noise is not identifiable and every std is NaN (verdicts stay open). Biases have mean zero over raters
   (one connected design; adaptive studies, where raters move freely over units, are one).
 
 Cost: O(ratings) per iteration with ``bincount`` (no sparse matrices), ~30 iterations.
@@ -38,6 +40,8 @@ METHODS = ("subject_dof", "subject", "zmos")
 FLOOR_SHARE = 0.2  # as the subject model: no inconsistency below this share of the median's
 TOL = 1e-6
 MAX_ITER = 300
+PRIOR_DOF = 2.0  # pseudo degrees of freedom at the pooled inconsistency behind every rater's own
+MIN_POOLED_DOF = 2.0  # below this, no std at all (NaN: every verdict stays open)
 
 
 def unit_estimates(values, unit, rater, n_units: int, n_raters: int, method: str = "subject_dof"
@@ -88,10 +92,13 @@ def subject_dof(values, unit, rater, n_units: int, n_raters: int, *, tol: float 
         free = 1.0 - w / weight_sum[unit]  # 1 - leverage of the rating on its unit's quality
         dof = np.bincount(rater, weights=free, minlength=n_raters)
         rss = np.bincount(rater, weights=residual**2, minlength=n_raters)
-        total = float(rss.sum() / max(dof.sum(), 1e-9))  # the pool, for raters with no free dof yet
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v2 = np.where(dof > 0.5, rss / dof, total)
-        v2 = np.where(has_rater, v2, total)
+        if dof.sum() < MIN_POOLED_DOF:  # no unit rated twice yet: the noise is not identifiable
+            nan = np.full(n_units, np.nan)
+            return np.where(has_unit, quality, np.nan), nan, np.where(has_rater, bias, np.nan), np.full(n_raters, np.nan)
+        total = float(rss.sum() / dof.sum())  # the pool
+        # each rater's own estimate shrunk towards the pool by PRIOR_DOF pseudo-observations: a rater
+        # with one repeat item does not get a weight from a single residual
+        v2 = np.where(has_rater, (rss + PRIOR_DOF * total) / (dof + PRIOR_DOF), total)
         if has_rater.any():
             floor = (FLOOR_SHARE * float(np.median(np.sqrt(v2[has_rater])))) ** 2
             v2 = np.maximum(v2, max(floor, 1e-12))
@@ -123,7 +130,7 @@ def _zmos(values, unit, rater, n_units: int, n_raters: int) -> tuple[np.ndarray,
         unit_z = np.bincount(u, weights=z, minlength=n_units) / m
         resid = np.bincount(u, weights=(z - unit_z[u]) ** 2, minlength=n_units)
         free = (m - 1)[m > 1].sum()
-        pooled = math.sqrt(resid.sum() / free) if free > 0 else 1.0  # no repeat yet: z's own unit spread
+        pooled = math.sqrt(resid.sum() / free) if free >= MIN_POOLED_DOF else math.nan  # no repeats: unknown
         centre, spread = float(values.mean()), float(np.mean(sd[ok]))
         estimate = np.where(m > 0, centre + unit_z * spread, np.nan)
         std = np.where(m > 0, pooled * spread / np.sqrt(m), np.nan)
