@@ -17,8 +17,15 @@ Rules, in order:
 4. units below ``min_ratings`` (burn-in: every unit needs a first estimate) come first, fewest
    ratings first;
 5. the rest by the variance one more rating removes, ``std² / (n + 1)`` (least certain first),
-   times the model's weight: the largest chance among its open pairs that their order is wrong,
-   Φ(-|gap| / std) (close and uncertain pairs first).
+   times the model's weight, the largest among its open pairs of
+
+   * ``focus="cheapest"`` (default): how near the pair is to a verdict, n / (n + extra) with
+     ``extra`` the forecast ratings to settle it (:func:`analysis.science.stopping.ratings_to_settle`;
+     a pair that may never settle keeps a floor of 0.01): pairs that a few more ratings will settle
+     go first, near-ties that would swallow the budget last;
+   * ``focus="uncertain"``: the chance their order is wrong, Φ(-|gap| / std) (close and uncertain
+     pairs first, however far from a verdict). On EvalMi-50K truth it separated about half as many
+     adjacent pairs as "cheapest" at the same budget, for the same Kendall τ.
 
 Ties are broken by a seeded random draw, so the ranking is deterministic given the seed. Cost:
 O(units) (vectorised numpy; with ``limit`` the top is found by ``argpartition``, not a full sort).
@@ -50,6 +57,7 @@ REASONS = (
 )
 BURN_IN, OPEN_MODEL, AT_CAP, AT_TARGET, MODEL_SETTLED, SEEN = range(6)
 BURN_IN_BOOST = 1e12  # burn-in units rank above every open-model unit
+CHEAPEST_FLOOR = 0.01  # focus="cheapest": a pair that may never settle still gets the leftovers
 
 
 @dataclass(frozen=True)
@@ -133,7 +141,7 @@ def _top(priority: np.ndarray, eligible: np.ndarray, limit: int | None) -> np.nd
 def allocate(units: UnitState, *, n_models: int | None = None, models: ModelState | None = None,
              target_halfwidth: float | None = None, min_ratings: int = 1, margin: float = 0.0,
              alpha: float = stopping.ALPHA, n_opt=None, anytime: bool = True, seen: np.ndarray | None = None,
-             seed: int = 0, limit: int | None = None) -> Allocation:
+             seed: int = 0, limit: int | None = None, focus: str = "cheapest") -> Allocation:
     """Rank units for the next ratings (see the module docstring). ``models``: per-model state
     (default: :func:`model_state` of ``units``). ``n_opt``: the planned ratings per model pair that
     the anytime verdicts are tuned to (needed when ``anytime``). ``seen``: per unit, True when the
@@ -150,6 +158,15 @@ def allocate(units: UnitState, *, n_models: int | None = None, models: ModelStat
     with np.errstate(divide="ignore", invalid="ignore"):
         wrong = stats.norm.cdf(-np.abs(verdicts.diff) / verdicts.std)
     wrong = np.where(verdicts.open, np.nan_to_num(wrong, nan=0.5), 0.0)
+    if focus == "cheapest":
+        # the open pairs closest to a verdict first: ratings already there over those still needed
+        extra = stopping.ratings_to_settle(verdicts.diff, verdicts.std, verdicts.n, margin=margin, alpha=alpha,
+                                           n_opt=n_opt, anytime=anytime)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            near = np.where(np.isfinite(extra), verdicts.n / (verdicts.n + extra), 0.0)
+        wrong = np.where(verdicts.open, np.maximum(np.nan_to_num(near, nan=1.0), CHEAPEST_FLOOR), 0.0)
+    elif focus != "uncertain":
+        raise ValueError(f"unknown focus {focus!r}")
     weight = np.zeros(n_models)
     np.maximum.at(weight, verdicts.a, wrong)
     np.maximum.at(weight, verdicts.b, wrong)

@@ -79,3 +79,24 @@ def test_the_next_pair_is_close_and_uncertain_and_never_one_the_rater_saw():
     assert 0 not in ranked.order
     assert ranked.records()[0]["reason"].startswith("close")
     assert allocation.PAIR_REASONS[ranked.reason[0]].startswith("skipped")
+
+
+def test_cheapest_focus_prefers_the_pair_nearest_a_verdict_and_uncertain_the_closest_pair():
+    # models 0/1: gap 0.05, nearly separated; models 2/3: gap 0.001, would swallow the budget
+    model = np.repeat(np.arange(4), 50)
+    level = np.array([3.0, 2.95, 2.0, 1.999])[model]
+    units = _units(np.full(200, 4), np.full(200, 0.1), model, estimate=level)
+    cheapest = allocation.allocate(units, n_models=4, n_opt=400, limit=20)
+    uncertain = allocation.allocate(units, n_models=4, n_opt=400, limit=20, focus="uncertain")
+    assert set(model[cheapest.order]) == {0, 1}
+    assert set(model[uncertain.order]) == {2, 3}
+
+
+def test_an_unknown_focus_is_refused():
+    units = _units([1, 1], [0.1, 0.1], np.array([0, 1]), estimate=np.array([1.0, 1.0]))
+    try:
+        allocation.allocate(units, n_models=2, n_opt=10, focus="loudest")
+    except ValueError as error:
+        assert "focus" in str(error)
+    else:
+        raise AssertionError("no error")
