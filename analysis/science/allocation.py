@@ -132,6 +132,8 @@ def _jitter(size: int, seed: int) -> np.ndarray:
 
 def _top(priority: np.ndarray, eligible: np.ndarray, limit: int | None) -> np.ndarray:
     candidates = np.flatnonzero(eligible)
+    if limit is not None and limit <= 0:
+        return candidates[:0]
     if limit is not None and limit < len(candidates):
         part = np.argpartition(-priority[candidates], limit - 1)[:limit]
         candidates = candidates[part]

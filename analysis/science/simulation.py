@@ -37,6 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.science import allocation, live_estimates, stopping
+from analysis.science.formats import read_evalmi_mos
 
 LIKERT = (1, 5)
 
@@ -112,8 +113,6 @@ def load_evalmi_truth(path: Path | str, dim: str = "perception", *, prompts: int
     elif path.suffix == ".csv":
         mos = pd.read_csv(path)
     else:
-        from analysis.science.formats import read_evalmi_mos  # openpyxl only when reading the sheet
-
         mos = read_evalmi_mos(path)
     return truth_from_mos(mos, dim, prompts=prompts, seed=seed)
 
@@ -230,10 +229,11 @@ def _assign_raters(units: np.ndarray, seen: np.ndarray, weights: np.ndarray, rng
 def run_adaptive(truth: Truth, raters: Raters, budget: int, *, batches: int = 20, min_ratings: int = 1,
                  cap: int = 16, margin: float = 0.0, alpha: float = stopping.ALPHA, n_opt: float | None = None,
                  target_halfwidth: float | None = None, method: str = "subject_dof", stop_early: bool = True,
-                 seed: int = 0, scale=LIKERT, focus: str = "cheapest") -> StudyRun:
+                 seed: int = 0, scale=LIKERT, focus: str = "cheapest", anytime: bool = True) -> StudyRun:
     """Burn-in (``min_ratings`` per unit), then ``batches`` equal batches ranked by
     :func:`allocation.allocate` on the ``method`` estimates, one new rating per chosen unit per round,
-    each from a pace-weighted rater who has not rated it. ``n_opt`` (the anytime verdicts' tuning):
+    each from a pace-weighted rater who has not rated it. ``anytime=False`` judges every look with a
+    naive fixed-level CI (for the peeking comparison only). ``n_opt`` (the anytime verdicts' tuning):
     default the ratings a pair gets when the budget is spread evenly, 2 × budget / models."""
     rng = np.random.default_rng(seed)
     n_units, n_raters = truth.n_units, len(raters)
@@ -265,11 +265,13 @@ def run_adaptive(truth: Truth, raters: Raters, budget: int, *, batches: int = 20
         state = allocation.UnitState.of(truth.unit_model, n, est, std, cap)
         decided = allocation.allocate(state, n_models=truth.n_models, target_halfwidth=target_halfwidth,
                                       min_ratings=min_ratings, margin=margin, alpha=alpha, n_opt=n_opt,
-                                      seed=seed * 1000 + look, limit=min(step, budget - used) if step else 0,
+                                      anytime=anytime, seed=seed * 1000 + look, limit=min(step, budget - used) if step else 0,
                                       focus=focus)
         counts = np.bincount(decided.verdicts.code, minlength=3)
+        sep = decided.verdicts.code == 1
         run.looks.append({"ratings": used, "open": int(counts[0]), "separated": int(counts[1]),
-                          "tied": int(counts[2])})
+                          "tied": int(counts[2]),
+                          "separated_pairs": list(zip(decided.verdicts.a[sep].tolist(), decided.verdicts.b[sep].tolist()))})
         for reason, count in decided.reason_counts().items():
             run.decisions[reason] = run.decisions.get(reason, 0) + count
         if used >= budget or not step or not len(decided.order) or (stop_early and counts[0] == 0):
@@ -405,6 +407,29 @@ def optional_stopping(*, reps: int = 4000, looks: int = 50, batch: int = 20, alp
     return out
 
 
+def equal_models_check(truth: Truth, raters: Raters, budget: int, *, seeds=(0, 1, 2), batches: int = 20,
+                       alpha: float = stopping.ALPHA) -> dict:
+    """The peeking proof through the whole adaptive loop: every model gets model 0's item
+    qualities (all truly equal, so every separation is wrong) and the adaptive design runs with its
+    verdicts read after every batch, once with the confidence sequence and once with a naive
+    fixed-level CI. Returns, per method, the share of (study, adjacent pair slot) ever declared
+    separated at any look, and the share of studies with any such declaration."""
+    equal = truth_from_arrays(np.tile(truth.quality[:1], (truth.n_models, 1)), truth.models)
+    slots = truth.n_models - 1
+    out = {"studies": len(seeds), "pairs": slots, "looks": batches + 1}
+    for name, anytime in (("anytime", True), ("naive", False)):
+        pairs, studies = 0, 0
+        for seed in seeds:
+            run = run_adaptive(equal, raters, budget, batches=batches, alpha=alpha, seed=seed, anytime=anytime,
+                               stop_early=False)
+            ever = {tuple(sorted(p)) for look in run.looks for p in look["separated_pairs"]}
+            pairs += min(len(ever), slots)
+            studies += bool(ever)
+        out[f"{name}_pairs"] = pairs / (slots * len(seeds))
+        out[f"{name}_studies"] = studies / len(seeds)
+    return out
+
+
 # ---------------------------------------------------------------- command line
 
 COLUMNS = ["design", "share", "ratings", "tau_subject", "tau_zmos", "separated_subject", "separated_zmos",
@@ -439,6 +464,8 @@ def main(argv=None) -> None:
     parser.add_argument("--margin", type=float, default=0.0, help="tie margin, rating-scale points")
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--min-ratings", type=int, default=1)
+    parser.add_argument("--equal-check", action="store_true",
+                        help="also run the peeking proof through the loop with all models made equal")
     args = parser.parse_args(argv)
     truth = load_evalmi_truth(args.mos, args.dim, prompts=args.prompts)
     tables = []
@@ -462,6 +489,13 @@ def main(argv=None) -> None:
     print(f"adaptive reaches {reference}'s share of truly different adjacent pairs separated at budget share: "
           f"{share if share is not None else 'not within the shares tried'}")
     print("optional stopping (two equal models, 50 looks):", optional_stopping())
+    if args.equal_check:
+        raters = simulate_raters(args.raters, bias_sd=args.bias_sd, scale_sd=args.scale_sd, noise=args.noise,
+                                 noise_spread=args.noise_spread, spammer_share=args.spammer_share, seed=0)
+        budget = int(round(min(args.shares) * max(args.fixed) * truth.n_units))
+        print(f"equal models through the adaptive loop ({budget:,} ratings, verdicts after each of "
+              f"{args.batches} batches):", equal_models_check(truth, raters, budget, seeds=args.seeds,
+                                                             batches=args.batches))
 
 
 if __name__ == "__main__":
