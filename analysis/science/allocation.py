@@ -156,7 +156,8 @@ def allocate(units: UnitState, *, n_models: int | None = None, models: ModelStat
     verdicts = stopping.pair_verdicts(models.estimate, models.std, models.n, margin=margin, alpha=alpha, n_opt=n_opt,
                                       anytime=anytime)
     settled = verdicts.settled_models(n_models)
-    # the model's weight: the largest chance among its open pairs that the pair's order is wrong
+    # the model's weight, the largest over its open pairs: the chance the pair's order is wrong
+    # ("uncertain"), or how near the pair is to a verdict ("cheapest")
     with np.errstate(divide="ignore", invalid="ignore"):
         wrong = stats.norm.cdf(-np.abs(verdicts.diff) / verdicts.std)
     wrong = np.where(verdicts.open, np.nan_to_num(wrong, nan=0.5), 0.0)

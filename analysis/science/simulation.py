@@ -464,6 +464,7 @@ def main(argv=None) -> None:
     parser.add_argument("--margin", type=float, default=0.0, help="tie margin, rating-scale points")
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--min-ratings", type=int, default=1)
+    parser.add_argument("--cap", type=int, default=16, help="most ratings per unit in the adaptive design")
     parser.add_argument("--equal-check", action="store_true",
                         help="also run the peeking proof through the loop with all models made equal")
     args = parser.parse_args(argv)
@@ -475,7 +476,7 @@ def main(argv=None) -> None:
                                  seed=seed)
         tables.append(compare(truth, raters, fixed_per_unit=args.fixed, adaptive_shares=args.shares,
                               reference=max(args.fixed), seeds=(seed,), margin=args.margin, batches=args.batches,
-                              min_ratings=args.min_ratings))
+                              min_ratings=args.min_ratings, cap=args.cap))
     table = pd.concat(tables, ignore_index=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
         print(f"{truth.n_models} models x {truth.n_prompts} prompts ({args.dim}), {args.raters} raters, "
