@@ -64,7 +64,7 @@ from django.utils.text import slugify
 
 from analysis.science import protocols
 from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
-from analysis.science.task_types import applicable_settings, task_type_problem
+from analysis.science.protocols.task_types import applicable_settings, task_type_problem
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")

@@ -26,7 +26,7 @@ from tasks.models import Assignment, Comparison, ConditionImage, GenModel, Item,
 from tasks.rating_context import parse_entries, picture, screen_view, selections_from
 from tasks.research_views import _get_study_for_user, researcher_required
 from tasks.sample_bundles import sample_bundle
-from analysis.science.task_types import TASK_TYPES
+from analysis.science.protocols.task_types import TASK_TYPES
 
 ITEMS_PER_PAGE = 24
 MAX_QUERY_LENGTH = 200

@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 
 from analysis.science import protocols
 from tasks.builder import TASK_NEEDS
-from analysis.science.task_types import TASK_TYPES
+from analysis.science.protocols.task_types import TASK_TYPES
 
 SIDE = 128
 MODELS = ("ModelA", "ModelB", "ModelC")
