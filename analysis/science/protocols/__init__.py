@@ -12,7 +12,7 @@ rating-screen templates.
 
 from __future__ import annotations
 
-from analysis.science.protocols.base import (  # noqa: F401  (the names other modules import from here)
+from analysis.science.protocols.base import (
     COMPARISON,
     DEFAULT_AGREEMENT_THRESHOLD,
     ITEM,
@@ -25,7 +25,7 @@ from analysis.science.protocols.base import (  # noqa: F401  (the names other mo
     ProtocolError,
 )
 from analysis.science.protocols.evalmi import EVALMI, EvalMiProtocol
-from analysis.science.protocols.imagenhub import (  # noqa: F401
+from analysis.science.protocols.imagenhub import (
     ARTIFACTS,
     DESCRIPTION_EDITORS,
     FOLLOWING,
@@ -39,7 +39,7 @@ from analysis.science.protocols.imagenhub import (  # noqa: F401
     ImagenHubProtocol,
     overall,
 )
-from analysis.science.protocols.pairwise import PAIRWISE, PAIRWISE_CHOICES, PairwiseProtocol, pairwise_side  # noqa: F401
+from analysis.science.protocols.pairwise import PAIRWISE, PAIRWISE_CHOICES, PairwiseProtocol, pairwise_side
 
 PROTOCOLS: dict[str, Protocol] = {p.key: p for p in (ImagenHubProtocol(), EvalMiProtocol(), PairwiseProtocol())}
 
@@ -57,3 +57,12 @@ get = get_protocol
 def protocol_for(study_or_key) -> Protocol:
     """The protocol object of a study (anything with a ``protocol`` key) or of a key."""
     return get_protocol(study_or_key if isinstance(study_or_key, str) else study_or_key.protocol)
+
+
+__all__ = [
+    "ARTIFACTS", "COMPARISON", "DEFAULT_AGREEMENT_THRESHOLD", "DESCRIPTION_EDITORS", "EVALMI", "FOLLOWING",
+    "IMAGENHUB", "IMAGENHUB_CONDITIONS", "IMAGENHUB_TASKS", "IMAGENHUB_VALUES", "ITEM", "NO", "OBJECTS",
+    "OPTIONAL_SETTINGS", "PAIRWISE", "PAIRWISE_CHOICES", "PERCEPTUAL_MARKS", "PROTOCOLS", "TRIAL", "UNUSUAL_SENSE",
+    "YES", "Dimension", "EvalMiProtocol", "ImagenHubProtocol", "PairwiseProtocol", "Protocol", "ProtocolError",
+    "get", "get_protocol", "overall", "pairwise_side", "protocol_for",
+]
