@@ -226,7 +226,7 @@ def attention_checks_set(*, study: Study, count: int, spacing: int) -> list[Atte
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state != Study.State.DRAFT:
         raise ConfigurationRefused({"__all__": "Attention checks change only while the study is a draft."})
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.takes_attention_checks:
         raise ConfigurationRefused({"__all__": "Pairwise studies have no attention checks (they are single items); "
                                                "use hidden gold comparisons."})
     if not 0 <= count <= ATTENTION_MAX:
@@ -321,7 +321,7 @@ def _median(values: list[int]) -> float:
 def study_cost(study: Study) -> CostEstimate:
     """The study's estimated cost (see CostEstimate). Imported ratings neither count as done nor
     as a measured time: nobody is paid for them here."""
-    pairwise = study.protocol == protocols.PAIRWISE
+    pairwise = study.protocol_def.unit_kind == protocols.COMPARISON
     units_qs = study.comparisons if pairwise else Item.objects.filter(study=study, gold__isnull=True,
                                                                       attention_check__isnull=True)
     units = units_qs.count()

@@ -35,6 +35,8 @@ from analysis.science.protocols.imagenhub import (
     IMAGENHUB_VALUES,
     OBJECTS,
     PERCEPTUAL_MARKS,
+    PQ_LABEL,
+    SC_LABEL,
     UNUSUAL_SENSE,
     ImagenHubProtocol,
     overall,
@@ -62,7 +64,7 @@ def protocol_for(study_or_key) -> Protocol:
 __all__ = [
     "ARTIFACTS", "COMPARISON", "DEFAULT_AGREEMENT_THRESHOLD", "DESCRIPTION_EDITORS", "EVALMI", "FOLLOWING",
     "IMAGENHUB", "IMAGENHUB_CONDITIONS", "IMAGENHUB_TASKS", "IMAGENHUB_VALUES", "ITEM", "NO", "OBJECTS",
-    "OPTIONAL_SETTINGS", "PAIRWISE", "PAIRWISE_CHOICES", "PERCEPTUAL_MARKS", "PROTOCOLS", "TRIAL", "UNUSUAL_SENSE",
+    "OPTIONAL_SETTINGS", "PAIRWISE", "PAIRWISE_CHOICES", "PERCEPTUAL_MARKS", "PQ_LABEL", "PROTOCOLS", "SC_LABEL", "TRIAL", "UNUSUAL_SENSE",
     "YES", "Dimension", "EvalMiProtocol", "ImagenHubProtocol", "PairwiseProtocol", "Protocol", "ProtocolError",
     "get", "get_protocol", "overall", "pairwise_side", "protocol_for",
 ]
