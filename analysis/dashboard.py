@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from analysis import data
 from analysis.science.agreement import agreement_table, krippendorff_alpha, reliability_matrix
-from analysis.science.imagenhub import add_overall
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.science.progress import Progress, study_progress
@@ -33,12 +32,11 @@ ALPHA_CHECKPOINTS = 8
 
 def agreement_level(study: Study) -> str:
     """ImagenHub's 3-point scales are ordinal (as its Table 4); Likert MOS scales are interval."""
-    return "ordinal" if study.protocol == protocols.IMAGENHUB else "interval"
+    return study.protocol_def.agreement_level
 
 
 def analysis_dimensions(study: Study) -> list[str]:
-    dims = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
-    return dims + ["O"] if study.protocol == protocols.IMAGENHUB else dims
+    return study.protocol_def.analysis_dimensions(study.protocol_settings)
 
 
 def study_threshold(study: Study) -> float:
@@ -93,7 +91,7 @@ REPORT_CACHE_SECONDS = 600
 
 def _ratings(study: Study) -> pd.DataFrame:
     frame = data.ratings_frame(study)
-    return add_overall(frame) if study.protocol == protocols.IMAGENHUB and len(frame) else frame
+    return study.protocol_def.derived_scores(frame) if len(frame) else frame
 
 
 def progress(study: Study) -> Progress:

@@ -66,9 +66,11 @@ class Protocol:
     # Ratings are numbers on the protocol's scales: agreement (α), MOS, the subject model, the
     # planning card and the score plots apply. A preference (A / tie / B) is no such scale.
     has_scales: bool = True
-    agreement_level: str | None = None  # Krippendorff level of the scales: "ordinal" or "interval"
+    agreement_level: str = "interval"  # Krippendorff level of the scales (Likert MOS scales: interval)
     headline_dimension: str | None = None  # the dimension a ranking is by when nobody picks one
     derived_dimensions: tuple[str, ...] = ()  # scores computed from the rated ones (derived_scores)
+    # an imported study's published human scores are stored beside the judges' (role "human reference")
+    has_reference_scores: bool = False
     score_scale: str = "raw"  # the human score judges and rankings see: "raw" means or "z-MOS"
     plots: tuple[str, ...] = ()  # the research page plots that apply
     export_layouts: tuple[str, ...] = ()  # published layouts the export writes beside votes/items

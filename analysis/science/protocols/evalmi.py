@@ -21,6 +21,7 @@ class EvalMiProtocol(Protocol):
     agreement_level = "interval"  # Likert MOS scales
     headline_dimension = "correspondence"
     score_scale = "z-MOS"
+    has_reference_scores = True  # EvalMi-50K's published MOS
     plots = ("histograms", "mos", "alpha")
     instance_text_columns = ("task_tag", "question", "sub_questions")
 
