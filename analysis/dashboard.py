@@ -95,7 +95,7 @@ def _ratings(study: Study) -> pd.DataFrame:
 
 
 def progress(study: Study) -> Progress:
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         units = Comparison.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
     else:
         units = Item.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
@@ -115,7 +115,7 @@ class AgreementCell:
 def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tuple[str, list[AgreementCell]]]]:
     """Rows of (model, one cell per dimension), plus the study as a whole as the last row."""
     dims = analysis_dimensions(study)
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return [], []
     level = agreement_level(study)
 
@@ -151,7 +151,7 @@ def alpha_series(study: Study) -> pd.DataFrame:
     ``ci_low``/``ci_high``: percentile 95 % bootstrap over items (200 replicates, seed 0) of
     the α at that checkpoint; empty where α is undefined.
     """
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return pd.DataFrame(columns=ALPHA_COLUMNS)
     dims, level = analysis_dimensions(study), agreement_level(study)
 
@@ -242,7 +242,7 @@ def judge_scatter(study: Study) -> JudgeScatter | None:
     against the study's first dimension. None when no judge scored the study (yes/no answers
     and published human references do not count) or the study is pairwise.
     """
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
     human = analysis_dimensions(study)
     judges = [

@@ -245,7 +245,7 @@ def _ensure_study(slug: str, *, protocol: str, task_type: str, title: str, rater
         assignment_mode=Study.AssignmentMode.WHOLE_SET,
         state=Study.State.CLOSED,  # imported data: nobody is asked to rate it here
         # ImagenHub's raters are its fixed expert panel: its intervals stay over items, as published
-        rater_sampling=Study.RaterSampling.FIXED if protocol == protocols.IMAGENHUB else Study.RaterSampling.SAMPLED,
+        rater_sampling=Study.RaterSampling(protocols.get(protocol).rater_sampling),
     )
     try:
         study.full_clean()

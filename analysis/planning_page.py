@@ -44,13 +44,13 @@ def _target(query, key: str, default: float) -> float:
 
 def card(study: Study, query) -> PlanningCard | None:
     """None for pairwise studies (no rating scale to plan on)."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
     dims = [d for d in dashboard.analysis_dimensions(study) if d != "O"]
     dim = query.get("plan_dim") if query.get("plan_dim") in dims else dims[0]
-    likert = study.protocol != protocols.IMAGENHUB
-    halfwidth = _target(query, "plan_halfwidth", 0.25 if likert else 0.1)
-    gap = _target(query, "plan_gap", 0.2 if likert else 0.05)
+    targets = study.protocol_def.planning_targets
+    halfwidth = _target(query, "plan_halfwidth", targets["halfwidth"])
+    gap = _target(query, "plan_gap", targets["gap"])
     alpha_width = _target(query, "plan_alpha_width", 0.1)
 
     def compute():

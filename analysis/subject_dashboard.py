@@ -29,7 +29,7 @@ class SubjectSummary:
 
 def summary(study: Study) -> SubjectSummary | None:
     """None for pairwise studies and studies without ratings."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
 
     def compute():
