@@ -28,7 +28,6 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from analysis.models import StudyNotice
-from analysis.science import protocols
 from tasks.models import Study
 
 logger = logging.getLogger(__name__)

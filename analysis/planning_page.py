@@ -13,7 +13,6 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.science.planning import Plan, inputs_from_ratings, plan
-from analysis.science import protocols
 from tasks.models import Study
 
 LIMITS = {"plan_halfwidth": (1e-3, 100.0), "plan_gap": (1e-3, 100.0), "plan_alpha_width": (1e-3, 2.0)}
@@ -59,6 +58,6 @@ def card(study: Study, query) -> PlanningCard | None:
 
     inputs = cache.get_or_set(f"plan-inputs:{dim}:{dashboard._state_key(study)}", compute, 3600)
     result = plan(inputs, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width) if inputs is not None else None
-    scale = "Likert points" if likert else "0–1 scale points"
+    scale = study.protocol_def.scale_unit
     return PlanningCard(dims=dims, dim=dim, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width, result=result,
                         scale=scale)

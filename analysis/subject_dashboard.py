@@ -9,7 +9,6 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.science.subject_report import fit_dimensions
-from analysis.science import protocols
 from tasks.models import Study
 
 

@@ -81,6 +81,7 @@ class Protocol:
     rater_sampling: str = "sampled"  # of an imported study: a crowd ("sampled") or a fixed panel
     # planning card defaults: the CI half-width and the model gap to resolve, on the scale's units
     planning_targets: dict[str, float] = {"halfwidth": 0.25, "gap": 0.2}
+    scale_unit: str = "Likert points"  # what one step of a score is called
     takes_checklist: bool = False  # an answer may come as a checklist (derive_from_checklist)
     all_choices: tuple[str, ...] = ()  # a preference protocol's every possible answer
     # task types a study of this protocol must have (None: the builder's list is checked there)

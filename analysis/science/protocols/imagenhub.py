@@ -73,6 +73,7 @@ class ImagenHubProtocol(Protocol):
     needs_condition_images = True
     rater_sampling = "fixed"  # ImagenHub's raters are its fixed expert panel
     planning_targets = {"halfwidth": 0.1, "gap": 0.05}
+    scale_unit = "0–1 scale points"
     takes_checklist = True
     required_task_types = IMAGENHUB_TASKS
 
