@@ -53,7 +53,7 @@ class QualificationRefused(ValueError):
 def _gold_rated(study: Study, **filters):
     """The study's ratings of gold units (gold items, or gold comparisons in pairwise studies),
     each with its gold answer: one query."""
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         return Rating.objects.filter(study=study, comparison__gold__isnull=False, **filters).select_related(
             "comparison__gold")
     return Rating.objects.filter(study=study, item__gold__isnull=False, **filters).select_related("item__gold")
@@ -87,7 +87,7 @@ def gold_ratings(*, rater: Rater, study: Study) -> list[dict]:
 
     Pairwise rows also say which side the rater saw each answer on (``as seen``: left / right)."""
     rows = []
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         comparisons = _gold_rated(study, rater=rater).select_related(
             "comparison__item_a__gen_model", "comparison__item_a__instance", "comparison__item_b__gen_model"
         ).order_by("created_at")
@@ -295,10 +295,8 @@ def hidden_gold_pool(study: Study) -> list[int]:
 
 
 def trial_size(study: Study) -> int:
-    """Items on one screen: ``images_per_trial`` for EvalMi, else 1."""
-    if study.protocol == protocols.EVALMI:
-        return int(study.protocol_settings.get("images_per_trial", 1))
-    return 1
+    """Items on one screen (the protocol's images per screen: EvalMi's ``images_per_trial``, else 1)."""
+    return int(study.protocol_def.images_per_screen(study.protocol_settings))
 
 
 def gold_slot_due(*, rater: Rater, study: Study) -> bool:
@@ -312,7 +310,7 @@ def gold_slot_due(*, rater: Rater, study: Study) -> bool:
     share = float(study.protocol_settings.get("gold_share", 0.0))
     if share <= 0:
         return False
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         mine = Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False).exclude(
             state=Assignment.State.EXPIRED)
         is_gold = Q(comparison__gold__isnull=False)
@@ -525,7 +523,7 @@ def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]
     the same values and answers: candidates for gold after a pilot. Pairwise studies: comparisons
     with one preference from all (``item`` is then the comparison; values ``{"preference": …}``)."""
     excluded = set(Rater.objects.excluded_from_analysis(study).values_list("pk", flat=True))
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         return _comparison_candidates(study, excluded, min_raters)
     reserved = reserved_item_ids(study)
     by_item: dict[int, list[Rating]] = {}
@@ -606,7 +604,7 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     from tasks.assignment import AssignmentUnavailable, comparison_insert, screen_insert
 
     rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
-    pairwise = study.protocol == protocols.PAIRWISE
+    pairwise = study.protocol_def.unit_kind == protocols.COMPARISON
     if pairwise:
         slot_units = lambda: [c] if (c := gold_slot_comparison(rater=rater, study=study)) else []  # noqa: E731
     elif trial_size(study) == 1:
