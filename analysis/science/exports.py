@@ -779,10 +779,12 @@ def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
             yield from member(f"{name}.jsonl", iter_jsonl(table))
             yield from member(f"{name}.parquet", [parquet_bytes(table)])
         layouts: dict[str, bytes] = {}
-        if data.meta.get("protocol") == "imagenhub" and len(numbers):
+        definition = protocols.PROTOCOLS.get(data.meta.get("protocol"))
+        published = definition.export_layouts if definition is not None else ()
+        if "imagenhub" in published and len(numbers):
             folder = data.meta.get("imagenhub_folder") or data.meta["slug"]
             layouts.update(imagenhub_tsvs(numbers[~numbers["excluded"]], folder=folder))
-        if data.meta.get("protocol") == "evalmi" and len(items):
+        if "evalmi" in published and len(items):
             layouts.update(evalmi_sheets(items, numbers, data))
         for name, blob in layouts.items():
             yield from member(f"{'imagenhub/' if name.endswith('.tsv') else ''}{name}", [blob])

@@ -36,7 +36,11 @@ def test_unknown_protocol_is_a_protocol_error():
 
 
 def test_every_protocol_has_its_task_types():
-    assert set(task_types.TASK_TYPES) == set(protocols.PROTOCOLS)
+    assert list(task_types.TASK_TYPES) == [protocols.IMAGENHUB, protocols.EVALMI, protocols.PAIRWISE]
+    assert task_types.TASK_TYPES[protocols.IMAGENHUB] == protocols.IMAGENHUB_TASKS
+    assert task_types.TASK_TYPES[protocols.PAIRWISE] == protocols.IMAGENHUB_TASKS
+    assert task_types.TASK_TYPES[protocols.EVALMI] == {"mixed": "Text-to-image, mixed task tags (EvalMi-50K)",
+                                                      "text_to_image": "Text-guided image generation"}
 
 
 def test_imagenhub_answers():
@@ -98,7 +102,7 @@ def test_evalmi_answers():
     assert p.dimensions(settings)[0].choices == (1.0, 2.0, 3.0, 4.0, 5.0)
     assert p.score_scale == "z-MOS" and p.scale_unit == "Likert points"
     assert p.plots == ("histograms", "mos", "alpha")
-    assert p.export_layouts == ()
+    assert p.export_layouts == ("evalmi",)
     assert p.layout_name("mixed") == "evalmi"
     assert p.screen_task("mixed") == "text_to_image"
     assert p.images_per_screen(settings) == 3
@@ -122,7 +126,7 @@ def test_pairwise_answers():
     assert not p.has_scales
     assert p.headline_dimension is None
     assert p.analysis_dimensions(settings) == []
-    assert p.plots == ()
+    assert p.plots == () and p.export_layouts == ()
     assert p.layout_name("text_to_image") == "pairwise"
     assert p.images_per_screen(settings) == 1
     assert not p.takes_attention_checks and not p.takes_checklist

@@ -84,6 +84,7 @@ class Protocol:
     scale_unit: str = "Likert points"  # what one step of a score is called
     takes_checklist: bool = False  # an answer may come as a checklist (derive_from_checklist)
     all_choices: tuple[str, ...] = ()  # a preference protocol's every possible answer
+    task_types: dict[str, str] = {}  # the builder's task-type choices: key -> label shown to people
     # task types a study of this protocol must have (None: the builder's list is checked there)
     required_task_types: dict[str, str] | None = None
 

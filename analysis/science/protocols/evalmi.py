@@ -17,6 +17,8 @@ class EvalMiProtocol(Protocol):
     key = EVALMI
     title = "EvalMi"
     default_settings = {"likert_min": 1, "likert_max": 5, "qa": True, "images_per_trial": 3, "gold_share": 0.0}
+    # EvalMi-50K: text-to-image outputs whose instances carry a task tag (counting, colour, …)
+    task_types = {"mixed": "Text-to-image, mixed task tags (EvalMi-50K)", "text_to_image": "Text-guided image generation"}
     screen_kind = TRIAL
     agreement_level = "interval"  # Likert MOS scales
     headline_dimension = "correspondence"
@@ -24,6 +26,7 @@ class EvalMiProtocol(Protocol):
     has_reference_scores = True  # EvalMi-50K's published MOS
     plots = ("histograms", "mos", "alpha")
     instance_text_columns = ("task_tag", "question", "sub_questions")
+    export_layouts = ("evalmi",)  # EvalMi-50K's sheets (xlsx)
 
     def clean_settings(self, settings: dict | None) -> dict:
         merged = super().clean_settings(settings)

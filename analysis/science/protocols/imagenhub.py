@@ -75,6 +75,7 @@ class ImagenHubProtocol(Protocol):
     planning_targets = {"halfwidth": 0.1, "gap": 0.05}
     scale_unit = "0–1 scale points"
     takes_checklist = True
+    task_types = IMAGENHUB_TASKS
     required_task_types = IMAGENHUB_TASKS
 
     def clean_settings(self, settings: dict | None) -> dict:

@@ -7,6 +7,7 @@ the subject model and the score plots do not apply (the report ranks by Bradleyâ
 from __future__ import annotations
 
 from analysis.science.protocols.base import COMPARISON, Dimension, Protocol, ProtocolError, _check_keys
+from analysis.science.protocols.imagenhub import IMAGENHUB_TASKS
 
 PAIRWISE = "pairwise"
 PAIRWISE_CHOICES = ("A", "B", "tie", "both_bad")
@@ -26,6 +27,7 @@ class PairwiseProtocol(Protocol):
     key = PAIRWISE
     title = "Pairwise"
     default_settings = {"allow_both_bad": True, "gold_share": 0.0}
+    task_types = IMAGENHUB_TASKS  # two outputs of one instance, of any ImagenHub task
     unit_kind = COMPARISON
     screen_kind = COMPARISON
     has_scales = False
