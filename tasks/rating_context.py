@@ -196,7 +196,7 @@ def _evalmi_questions(assignment: Assignment, study, rating: Rating | None, pref
         instance = assignment.item.instance
         texts = [instance.question or "Does the image meet the prompt's main requirement?"]
         texts += list(instance.sub_questions)
-        for key, text in zip(protocols.get_protocol(protocols.EVALMI).questions(settings, len(instance.sub_questions)), texts):
+        for key, text in zip(study.protocol_def.questions(settings, len(instance.sub_questions)), texts):
             questions.append(Question(name=f"{prefix}{key}", label=text, kind="yesno", selected=answers.get(key, ""),
                                       choices=[Choice("yes", "Yes", "y"), Choice("no", "No", "n")]))
     return questions
