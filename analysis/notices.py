@@ -115,6 +115,12 @@ def study_notices_schedule(*, study_id: int) -> None:
     transaction.on_commit(lambda: _queue(study_id), robust=True)
 
 
+def session_ended(*, study_id: int, **kwargs) -> None:
+    """Receiver of ``raters.services.session_ended``: the study may just have become complete, or
+    its α fallen."""
+    study_notices_schedule(study_id=study_id)
+
+
 def _queue(study_id: int) -> None:
     from analysis.jobs import study_notices_job
 
