@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from analysis import data
 from analysis.science.agreement import agreement_table, krippendorff_alpha, reliability_matrix
-from analysis.science.imagenhub import add_overall
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.science.progress import Progress, study_progress
@@ -33,12 +32,11 @@ ALPHA_CHECKPOINTS = 8
 
 def agreement_level(study: Study) -> str:
     """ImagenHub's 3-point scales are ordinal (as its Table 4); Likert MOS scales are interval."""
-    return "ordinal" if study.protocol == protocols.IMAGENHUB else "interval"
+    return study.protocol_def.agreement_level
 
 
 def analysis_dimensions(study: Study) -> list[str]:
-    dims = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
-    return dims + ["O"] if study.protocol == protocols.IMAGENHUB else dims
+    return study.protocol_def.analysis_dimensions(study.protocol_settings)
 
 
 def study_threshold(study: Study) -> float:
@@ -93,11 +91,11 @@ REPORT_CACHE_SECONDS = 600
 
 def _ratings(study: Study) -> pd.DataFrame:
     frame = data.ratings_frame(study)
-    return add_overall(frame) if study.protocol == protocols.IMAGENHUB and len(frame) else frame
+    return study.protocol_def.derived_scores(frame) if len(frame) else frame
 
 
 def progress(study: Study) -> Progress:
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         units = Comparison.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
     else:
         units = Item.objects.filter(study=study).annotate(n=Count("ratings")).values_list("n", flat=True)
@@ -117,7 +115,7 @@ class AgreementCell:
 def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tuple[str, list[AgreementCell]]]]:
     """Rows of (model, one cell per dimension), plus the study as a whole as the last row."""
     dims = analysis_dimensions(study)
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return [], []
     level = agreement_level(study)
 
@@ -153,7 +151,7 @@ def alpha_series(study: Study) -> pd.DataFrame:
     ``ci_low``/``ci_high``: percentile 95 % bootstrap over items (200 replicates, seed 0) of
     the α at that checkpoint; empty where α is undefined.
     """
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return pd.DataFrame(columns=ALPHA_COLUMNS)
     dims, level = analysis_dimensions(study), agreement_level(study)
 
@@ -244,7 +242,7 @@ def judge_scatter(study: Study) -> JudgeScatter | None:
     against the study's first dimension. None when no judge scored the study (yes/no answers
     and published human references do not count) or the study is pairwise.
     """
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
     human = analysis_dimensions(study)
     judges = [

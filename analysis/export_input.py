@@ -58,7 +58,7 @@ def study_meta(study: Study) -> dict:
         "assignment_mode": study.assignment_mode,
         "rater_sampling": study.rater_sampling,  # which intervals the report gives (items, or items+raters)
         "state": study.state,
-        "imagenhub_folder": imagenhub_folder(study.task_type) if study.protocol == protocols.IMAGENHUB else None,
+        "imagenhub_folder": imagenhub_folder(study.task_type) if "imagenhub" in study.protocol_def.export_layouts else None,
         "exported_at": timezone.now().isoformat(),
     }
 
@@ -81,7 +81,7 @@ class _Plan:
     def __init__(self, study: Study):
         settings = study.protocol_settings
         self.study = study
-        self.pairwise = study.protocol == protocols.PAIRWISE
+        self.pairwise = study.protocol_def.unit_kind == protocols.COMPARISON
         self.dimensions = [d.key for d in study.protocol_def.dimensions(settings)]
         max_subs = max((len(s) for s in study.instances.values_list("sub_questions", flat=True)), default=0)
         self.questions = study.protocol_def.questions(settings, max_subs)

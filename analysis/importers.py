@@ -59,6 +59,8 @@ IMAGENHUB_FOLDER_TASKS = {
 LOWER_IS_BETTER_METRICS = {"LPIPS"}
 EVALMI_REFERENCE_JUDGE = "evalmi-50k-published-human"
 HUMAN_REFERENCE = "human_reference"
+# the long-format importer takes scores on scales: the protocols whose ratings are such scores
+RATED_PROTOCOLS = tuple(key for key, definition in protocols.PROTOCOLS.items() if definition.has_scales)
 _RATER_FILE_RE = re.compile(r"_rater(\d+)\.tsv$")
 
 
@@ -108,7 +110,7 @@ def _ensure_study(slug: str, *, protocol: str, task_type: str, title: str, rater
         assignment_mode=Study.AssignmentMode.WHOLE_SET,
         state=Study.State.CLOSED,  # imported data: nobody is asked to rate it here
         # ImagenHub's raters are its fixed expert panel: its intervals stay over items, as published
-        rater_sampling=Study.RaterSampling.FIXED if protocol == protocols.IMAGENHUB else Study.RaterSampling.SAMPLED,
+        rater_sampling=Study.RaterSampling(protocols.get(protocol).rater_sampling),
     )
     try:
         study.full_clean()
@@ -704,9 +706,9 @@ def long_ratings_import(*, path: Path | str, protocol: str = "", task_type: str 
     for slug, rows in frame.groupby("study", sort=True):
         study = Study.objects.filter(slug=slug).first()
         study_protocol = study.protocol if study is not None else protocol
-        if study_protocol not in (protocols.IMAGENHUB, protocols.EVALMI):
+        if study_protocol not in RATED_PROTOCOLS:
             raise ImportFailed(f"{rows['where'].iloc[0]}: study {slug!r} does not exist: give --protocol "
-                               f"{protocols.IMAGENHUB} or {protocols.EVALMI} (and --task-type) to create it")
+                               f"{' or '.join(RATED_PROTOCOLS)} (and --task-type) to create it")
         keys = [d.key for d in protocols.get_protocol(study_protocol).dimensions(
             protocols.get_protocol(study_protocol).clean_settings({}))]
         unknown = ~rows["dimension"].isin(keys)

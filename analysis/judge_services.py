@@ -218,7 +218,7 @@ def _items(study: Study):
 
 
 def _comparisons(study: Study, judge: Judge):
-    if judge.kind != Judge.Kind.GPT4V or study.protocol != protocols.PAIRWISE:
+    if judge.kind != Judge.Kind.GPT4V or study.protocol_def.unit_kind != protocols.COMPARISON:
         return Comparison.objects.none()
     return Comparison.objects.filter(study=study).select_related("item_a__image", "item_b__image", "item_a__instance").order_by("id")
 
@@ -401,7 +401,7 @@ def judge_run_check(*, judge: Judge, study: Study) -> None:
       generation, the source for editing); embedding CLIP-I/DINO need reference images.
     Items lacking a source on a study where some have one are judged on what they have.
     """
-    if study.protocol == protocols.PAIRWISE and judge.kind != Judge.Kind.GPT4V:
+    if study.protocol_def.unit_kind == protocols.COMPARISON and judge.kind != Judge.Kind.GPT4V:
         raise JudgeRunError(
             f"{study.slug} is a pairwise study: judges are compared with its raters through verdicts on its pairs, "
             f"which only the GPT-4V evaluator (kind gpt4v) gives; a {judge.kind} judge scores images one at a time "

@@ -175,6 +175,7 @@ def _page(request: HttpRequest, study: Study, form: JudgeRunForm, *, status: int
         if any(qa_cells):
             model_rows.append({"model": model, "dimension": "yes/no", "qa": True, "judges": qa_cells,
                                "qa_accuracy": entry.get("qa_accuracy")})
+    rates_comparisons = study.protocol_def.unit_kind == protocols.COMPARISON
     context = {
         **_runs_context(study),
         "form": form,
@@ -190,10 +191,10 @@ def _page(request: HttpRequest, study: Study, form: JudgeRunForm, *, status: int
         "selected_key": request.GET.get("dim") if judge and request.GET.get("judge") == judge else (
             next(key for j, key in _scatter_options(report) if j == judge) if judge else None),
         "disagreements": _disagreements(study, judge, dimension, human_dimension) if judge else [],
-        "pairwise": _pairwise_block(study) if study.protocol == protocols.PAIRWISE else [],
-        "is_pairwise": study.protocol == protocols.PAIRWISE,
+        "pairwise": _pairwise_block(study) if rates_comparisons else [],
+        "is_pairwise": rates_comparisons,
         "pairwise_votes": (Rating.objects.filter(study=study, comparison__isnull=False).count()
-                           if study.protocol == protocols.PAIRWISE else 0),
+                           if rates_comparisons else 0),
         "comparisons": report.get("judge_comparisons", {}).get("comparisons", []),
     }
     return render(request, "analysis/side_by_side.html", context, status=status)
@@ -246,7 +247,8 @@ def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
         rho = part["human"].corr(part["value"], method="spearman") if len(part) > 2 else float("nan")
         ax.set_title(f"{model}  (n={len(part)}, SRCC {rho:.2f})" if rho == rho else f"{model}  (n={len(part)})", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.set_xlabel(f"human {human_dim}" + (" (z-MOS)" if study.protocol == protocols.EVALMI else ""), fontsize=8)
+        scale = study.protocol_def.score_scale
+        ax.set_xlabel(f"human {human_dim}" + (f" ({scale})" if scale != "raw" else ""), fontsize=8)
         ax.set_ylabel(f"{judge} {dimension}", fontsize=8)
         ax.tick_params(labelsize=7)
     if not models:

@@ -28,7 +28,6 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from analysis.models import StudyNotice
-from analysis.science import protocols
 from tasks.models import Study
 
 logger = logging.getLogger(__name__)
@@ -42,7 +41,7 @@ def _complete(study: Study, state=None) -> str | None:
 
     state = state if state is not None else progress(study)
     if state.units and state.units_complete >= state.units:
-        return (f"All {state.units} {'comparisons' if study.protocol == protocols.PAIRWISE else 'items'} of "
+        return (f"All {state.units} {study.protocol_def.unit_plural} of "
                 f"{study.title} have {state.target_per_unit} ratings ({state.ratings} ratings in total).")
     return None
 
@@ -75,7 +74,7 @@ def study_notices_check(study: Study, *, alpha: bool = True, progress=None) -> l
     message = _complete(study, progress)
     if message:
         found.append((StudyNotice.Kind.COMPLETE, "", message))
-    if alpha and study.protocol != protocols.PAIRWISE and cache.add(f"notices-alpha:{study.pk}", 1, ALPHA_CHECK_SECONDS):
+    if alpha and study.protocol_def.has_scales and cache.add(f"notices-alpha:{study.pk}", 1, ALPHA_CHECK_SECONDS):
         found += [(StudyNotice.Kind.ALPHA_LOW, dim, text) for dim, text in _alpha_low(study)]
     known = set(StudyNotice.objects.filter(study=study).values_list("kind", "key"))
     created = []

@@ -13,7 +13,6 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.science.planning import Plan, inputs_from_ratings, plan
-from analysis.science import protocols
 from tasks.models import Study
 
 LIMITS = {"plan_halfwidth": (1e-3, 100.0), "plan_gap": (1e-3, 100.0), "plan_alpha_width": (1e-3, 2.0)}
@@ -44,13 +43,13 @@ def _target(query, key: str, default: float) -> float:
 
 def card(study: Study, query) -> PlanningCard | None:
     """None for pairwise studies (no rating scale to plan on)."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
     dims = [d for d in dashboard.analysis_dimensions(study) if d != "O"]
     dim = query.get("plan_dim") if query.get("plan_dim") in dims else dims[0]
-    likert = study.protocol != protocols.IMAGENHUB
-    halfwidth = _target(query, "plan_halfwidth", 0.25 if likert else 0.1)
-    gap = _target(query, "plan_gap", 0.2 if likert else 0.05)
+    targets = study.protocol_def.planning_targets
+    halfwidth = _target(query, "plan_halfwidth", targets["halfwidth"])
+    gap = _target(query, "plan_gap", targets["gap"])
     alpha_width = _target(query, "plan_alpha_width", 0.1)
 
     def compute():
@@ -59,6 +58,6 @@ def card(study: Study, query) -> PlanningCard | None:
 
     inputs = cache.get_or_set(f"plan-inputs:{dim}:{dashboard._state_key(study)}", compute, 3600)
     result = plan(inputs, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width) if inputs is not None else None
-    scale = "Likert points" if likert else "0–1 scale points"
+    scale = study.protocol_def.scale_unit
     return PlanningCard(dims=dims, dim=dim, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width, result=result,
                         scale=scale)

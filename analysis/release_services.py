@@ -111,7 +111,7 @@ class StudyVersion:
         self._data, self.study, self.number = data, study, number
         self.slug, self.title, self.protocol, self.task_type = study.slug, study.title, study.protocol, study.task_type
         self.rater_sampling = study.rater_sampling
-        unit = "comparison_id" if study.protocol == "pairwise" else "item_id"
+        unit = f"{study.protocol_def.unit_kind}_id"
         import pandas as pd
 
         self._keys = pd.DataFrame.from_records(

@@ -155,16 +155,17 @@ def build_report(study: Study, *, include_excluded: bool = False, judges: bool =
         "subject_model": None,  # analysis.science.subject_report: filled for rated (non-pairwise) studies
         "reasons": [],
     }
-    if study.protocol == protocols.PAIRWISE:
+    definition = protocols.protocol_for(study)  # study: a Study, a release's StudyVersion or a PackagedStudy
+    if not definition.has_scales:
         _pairwise_section(study, report, reasons, include_excluded, seed, n_boot)
     else:
         ratings = _coded(data.ratings_frame(study, include_excluded=include_excluded))
-        scores = data.judge_scores_frame(study) if (judges or study.protocol == protocols.EVALMI) else None
+        scores = data.judge_scores_frame(study) if (judges or definition.has_reference_scores) else None
         if conventions == "viescore" and judges and scores is not None and not scores.empty:
             scores, changed = apply_truncation(scores, data.judge_sub_scores_frame(study))
             report["conventions"]["truncated_scores_changed"] = changed
         human_qa = None
-        if study.protocol == protocols.IMAGENHUB:
+        if definition.score_scale == "raw":
             human_items = _imagenhub_section(ratings, report, reasons, n_boot=n_boot, seed=seed, frames=frames)
         else:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
@@ -397,13 +398,15 @@ def human_item_scores(study: Study, *, include_excluded: bool = False) -> pd.Dat
     scores use this so the dots are the numbers behind the report's correlations.
     """
     columns = ["item", "model", "dimension", "human"]
-    if study.protocol == protocols.PAIRWISE:
+    definition = study.protocol_def
+    if not definition.has_scales:
         return pd.DataFrame(columns=columns)
     ratings = data.ratings_frame(study, include_excluded=include_excluded)
-    if study.protocol == protocols.IMAGENHUB:
+    if definition.score_scale == "raw":
         if ratings.empty:
             return pd.DataFrame(columns=columns)
-        wide, dims = item_scores(add_overall(ratings)), ["SC", "PQ", "O"]
+        dims = definition.analysis_dimensions(study.protocol_settings)
+        wide = item_scores(definition.derived_scores(ratings), dimensions=dims)
     elif ratings.empty:
         scores = data.judge_scores_frame(study)
         reference = scores[(scores["role"] == HUMAN_REFERENCE) & scores["dimension"].isin(["perception", "correspondence"])]

@@ -9,7 +9,6 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.science.subject_report import fit_dimensions
-from analysis.science import protocols
 from tasks.models import Study
 
 
@@ -29,7 +28,7 @@ class SubjectSummary:
 
 def summary(study: Study) -> SubjectSummary | None:
     """None for pairwise studies and studies without ratings."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
 
     def compute():

@@ -81,7 +81,7 @@ def _median(values: list[int]) -> float:
 def study_cost(study: Study) -> CostEstimate:
     """The study's estimated cost (see CostEstimate). Imported ratings neither count as done nor
     as a measured time: nobody is paid for them here."""
-    pairwise = study.protocol == protocols.PAIRWISE
+    pairwise = study.protocol_def.unit_kind == protocols.COMPARISON
     units_qs = study.comparisons if pairwise else Item.objects.filter(study=study, gold__isnull=True,
                                                                       attention_check__isnull=True)
     units = units_qs.count()

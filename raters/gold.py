@@ -53,7 +53,7 @@ class QualificationRefused(ValueError):
 def _gold_rated(study: Study, **filters):
     """The study's ratings of gold units (gold items, or gold comparisons in pairwise studies),
     each with its gold answer: one query."""
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         return Rating.objects.filter(study=study, comparison__gold__isnull=False, **filters).select_related(
             "comparison__gold")
     return Rating.objects.filter(study=study, item__gold__isnull=False, **filters).select_related("item__gold")
@@ -87,7 +87,7 @@ def gold_ratings(*, rater: Rater, study: Study) -> list[dict]:
 
     Pairwise rows also say which side the rater saw each answer on (``as seen``: left / right)."""
     rows = []
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         comparisons = _gold_rated(study, rater=rater).select_related(
             "comparison__item_a__gen_model", "comparison__item_a__instance", "comparison__item_b__gen_model"
         ).order_by("created_at")
@@ -392,7 +392,7 @@ def gold_candidates(study: Study, *, min_raters: int = 3) -> list[GoldCandidate]
     the same values and answers: candidates for gold after a pilot. Pairwise studies: comparisons
     with one preference from all (``item`` is then the comparison; values ``{"preference": …}``)."""
     excluded = set(excluded_raters(study))
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         return _comparison_candidates(study, excluded, min_raters)
     reserved = reserved_item_ids(study)
     by_item: dict[int, list[Rating]] = {}

@@ -68,7 +68,7 @@ def prolific_decisions(study: Study) -> list[PayoutRow]:
                  .annotate(n=Count("id")).values_list("rater_id", "n"))
     pay_per_unit = study_cost(study).pay_per_unit or Decimal("0")
     # ratings in one paid session: an EvalMi screen holds a trial of several images
-    per_screen = study.protocol_settings.get("images_per_trial", 1) if study.protocol == "evalmi" else 1
+    per_screen = study.protocol_def.images_per_screen(study.protocol_settings)
     result = []
     for rater_id, participation in participations.items():
         row = rows.get(rater_id)

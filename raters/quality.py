@@ -15,7 +15,6 @@ import pandas as pd
 from analysis.science.rater_flags import Flag, RaterQuality, Thresholds, rater_quality
 from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater, reserved_item_ids
 from raters.models import QualityPolicy, Rater, RaterStanding
-from analysis.science import protocols
 from tasks.models import Rating, Study
 
 BEHAVIOUR_CODES = ("too_fast", "straight_lining", "low_consensus", "bt500")
@@ -62,7 +61,7 @@ def study_frame(study: Study) -> pd.DataFrame:
         last_time = r["created_at"]
         unit = r["item_id"] if r["item_id"] is not None else f"c{r['comparison_id']}"
         base = {"rater": r["rater_id"], "item": unit, "time_ms": r["time_on_item_ms"], "session": session}
-        if study.protocol == protocols.PAIRWISE:
+        if not study.protocol_def.has_scales:  # a preference, coded on PAIRWISE_SCORE
             raw = PAIRWISE_SCORE.get(r["values"].get("preference"))
             rows.append({**base, "dimension": "preference", "raw": raw, "score": raw})
             continue
@@ -81,7 +80,7 @@ def study_quality(study: Study, frame: pd.DataFrame | None = None) -> dict[int, 
     policy = QualityPolicy.for_study(study)
     frame = study_frame(study) if frame is None else frame
     thresholds = thresholds_for(policy)
-    if study.protocol == protocols.PAIRWISE:  # A / tie / B is no rating scale for the subject model
+    if not study.protocol_def.has_scales:  # A / tie / B is no rating scale for the subject model
         thresholds = replace(thresholds, use_subject_model=False)
     return rater_quality(
         frame.dropna(subset=["score"]),

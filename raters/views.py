@@ -163,7 +163,7 @@ def rules_apply(request: HttpRequest, slug: str) -> HttpResponse:
 def gold_candidates(request: HttpRequest, slug: str) -> HttpResponse:
     """After a pilot: items all raters agreed on, to confirm as gold one by one."""
     study = Study.objects.visible_or_404(request.user, slug)
-    if request.method == "POST" and study.protocol == protocols.PAIRWISE:
+    if request.method == "POST" and study.protocol_def.unit_kind == protocols.COMPARISON:
         pk = request.POST.get("comparison", "")
         comparison = get_object_or_404(Comparison, pk=int(pk) if pk.isascii() and pk.isdigit() else None, study=study)
         try:

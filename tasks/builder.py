@@ -64,7 +64,7 @@ from django.utils.text import slugify
 
 from analysis.science import protocols
 from tasks.images import ImageRejected, images_discard, images_store_many, inspect_image
-from analysis.science.task_types import applicable_settings, task_type_problem
+from analysis.science.protocols.task_types import applicable_settings, task_type_problem
 from tasks.models import Comparison, ConditionImage, GenModel, Instance, Item, StoredImage, Study
 
 MANIFEST_NAMES = ("manifest.csv", "manifest.jsonl")
@@ -545,9 +545,10 @@ def check_spec(spec: StudySpec, problems: list[Problem]) -> None:
     except protocols.ProtocolError as exc:
         problems.append(Problem(str(exc), file="study"))
         return
-    if spec.protocol == protocols.IMAGENHUB and spec.task_type not in protocols.IMAGENHUB_TASKS:
+    if protocol.required_task_types is not None and spec.task_type not in protocol.required_task_types:
         problems.append(
-            Problem(f"ImagenHub studies need a task type from: {', '.join(protocols.IMAGENHUB_TASKS)}", file="study")
+            Problem(f"{protocol.title} studies need a task type from: {', '.join(protocol.required_task_types)}",
+                    file="study")
         )
     elif task_type_problem(spec.protocol, spec.task_type):
         problems.append(Problem(task_type_problem(spec.protocol, spec.task_type), file="study"))
@@ -674,8 +675,12 @@ def validate_bundle(upload: IO[bytes], spec: StudySpec, *, progress: Progress = 
 
     # Per-instance rules: what the task needs, mask fits source, questions, pairs.
     settings = spec.settings if isinstance(spec.settings, dict) else {}
+    definition = protocols.PROTOCOLS.get(spec.protocol)  # None: check_spec has said why
+    needs_conditions = definition is not None and definition.needs_condition_images
+    needs_question = definition is not None and definition.needs_task_question(settings)
+    min_outputs = definition.min_outputs_per_instance if definition is not None else 1
     for planned in instances.values():
-        if spec.protocol == protocols.IMAGENHUB:
+        if needs_conditions:
             for role in TASK_NEEDS.get(spec.task_type, ()):
                 if not planned.images.get(role):
                     problems.append(
@@ -696,11 +701,11 @@ def validate_bundle(upload: IO[bytes], spec: StudySpec, *, progress: Progress = 
         for role in SUBJECT_ROLES:
             if planned.tokens.get(role) and not planned.images.get(role):
                 problems.append(Problem(f"instance {planned.key!r}: {role}_token without {role} images", planned.line, manifest))
-        if spec.protocol == protocols.EVALMI and settings.get("qa", True) and not planned.text.get("question"):
+        if needs_question and not planned.text.get("question"):
             problems.append(
                 Problem(f"instance {planned.key!r}: EvalMi studies with qa on need a task question", planned.line, manifest)
             )
-        if spec.protocol == protocols.PAIRWISE and len(planned.outputs) < 2:
+        if min_outputs > 1 and len(planned.outputs) < min_outputs:
             problems.append(
                 Problem(f"instance {planned.key!r}: a pairwise study needs at least two models' outputs", planned.line, manifest)
             )
@@ -832,7 +837,7 @@ def _create_study(plan: BundlePlan, stored: dict[str, StoredImage], *, owner) ->
                   for model, path in planned.outputs]
     ConditionImage.objects.bulk_create(conditions, batch_size=1000)
     items = Item.objects.bulk_create(items, batch_size=1000)
-    if spec.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         by_instance: dict[int, list[Item]] = {}
         for item in items:
             by_instance.setdefault(item.instance_id, []).append(item)

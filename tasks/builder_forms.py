@@ -3,7 +3,7 @@ settings as fields (each protocol's own, shown for it by static/js/builder.js; w
 JavaScript all are shown, labelled by protocol, and only the chosen protocol's are read).
 
 Settings that do not apply to the chosen protocol or task are never put in the study's settings
-(analysis.science.task_types.applicable_settings drops the rest again when the study is saved).
+(analysis.science.protocols.task_types.applicable_settings drops the rest again when the study is saved).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django import forms
 from analysis.science import protocols
 from tasks.builder import text_problem
 from tasks.models import Study
-from analysis.science.task_types import TASK_ONLY_SETTINGS, TASK_TYPES, applicable_settings, task_type_problem
+from analysis.science.protocols.task_types import TASK_ONLY_SETTINGS, TASK_TYPES, applicable_settings, task_type_problem
 
 PROTOCOL_LABELS = dict(Study.Protocol.choices)
 MAX_DESCRIPTION_MODELS = 200

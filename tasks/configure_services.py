@@ -22,7 +22,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from raters.models import AttentionCheck, QualityPolicy
-from analysis.science import protocols
 from tasks.images import ImageRejected, inspect_image, store_image
 from tasks.models import Item, Study, WorkedExample
 from tasks.study_services import user_is_researcher
@@ -226,7 +225,7 @@ def attention_checks_set(*, study: Study, count: int, spacing: int) -> list[Atte
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state != Study.State.DRAFT:
         raise ConfigurationRefused({"__all__": "Attention checks change only while the study is a draft."})
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.takes_attention_checks:
         raise ConfigurationRefused({"__all__": "Pairwise studies have no attention checks (they are single items); "
                                                "use hidden gold comparisons."})
     if not 0 <= count <= ATTENTION_MAX:

@@ -17,7 +17,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from analysis.science import protocols
 from raters.costs import study_cost
 from tasks.configure_forms import StudyConfigureForm, WorkedExampleForm, initial_of
 from tasks.configure_services import (
@@ -143,7 +142,7 @@ def sparse_layouts(study: Study) -> list[str]:
     missing. The per-vote and per-item tables are complete in every mode.
     """
     notes = []
-    if study.protocol == protocols.IMAGENHUB and study.assignment_mode == Study.AssignmentMode.BALANCED:
+    if "imagenhub" in study.protocol_def.export_layouts and study.assignment_mode == Study.AssignmentMode.BALANCED:
         notes.append(
             "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
             "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "

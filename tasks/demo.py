@@ -132,7 +132,7 @@ def _populate(study: Study, spec: DemoStudySpec, seed: int) -> int:
                 )
             )
             created += 1
-        if spec.protocol == protocols.PAIRWISE:
+        if study.protocol_def.unit_kind == protocols.COMPARISON:
             for item_a, item_b in combinations(outputs, 2):
                 Comparison.objects.create(study=study, item_a=item_a, item_b=item_b)
     return created

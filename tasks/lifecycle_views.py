@@ -26,7 +26,7 @@ from tasks.models import Assignment, Comparison, ConditionImage, GenModel, Item,
 from tasks.rating_context import parse_entries, picture, screen_view, selections_from
 from tasks.research_views import researcher_required
 from tasks.sample_bundles import sample_bundle
-from analysis.science.task_types import TASK_TYPES
+from analysis.science.protocols.task_types import TASK_TYPES
 
 ITEMS_PER_PAGE = 24
 MAX_QUERY_LENGTH = 200
@@ -96,13 +96,13 @@ def study_items(request: HttpRequest, slug: str) -> HttpResponse:
 def _preview_units(study: Study) -> list[list]:
     """The study's screens in build order: one item (ImagenHub), up to ``images_per_trial`` items
     of one instance (EvalMi), one comparison (pairwise)."""
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.screen_kind == protocols.COMPARISON:
         return [[c] for c in Comparison.objects.filter(study=study).select_related(
             "item_a__image", "item_b__image", "item_a__instance", "item_a__gen_model").order_by("pk")[:MAX_SCREENS]]
     items = list(Item.objects.filter(study=study).select_related("instance", "gen_model", "image")[:MAX_SCREENS * 6])
-    if study.protocol != protocols.EVALMI:
+    if study.protocol_def.screen_kind != protocols.TRIAL:
         return [[item] for item in items[:MAX_SCREENS]]
-    per_trial = study.protocol_settings["images_per_trial"]
+    per_trial = study.protocol_def.images_per_screen(study.protocol_settings)
     screens: dict[int, list] = {}
     for item in items:
         trial = screens.setdefault(item.instance_id, [])

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from analysis.science import protocols
-from analysis.science.task_types import applicable_settings
+from analysis.science.protocols.task_types import applicable_settings
 from tasks.constraints import CompositeForeignKey
 
 
@@ -149,8 +149,9 @@ class Study(models.Model):
             raise ValidationError({"settings": str(exc)}) from None
         # settings of another task are not stored
         self.settings = applicable_settings(self.protocol, self.task_type, self.settings)
-        if self.protocol == protocols.IMAGENHUB and self.task_type not in protocols.IMAGENHUB_TASKS:
-            raise ValidationError({"task_type": f"ImagenHub studies need one of: {', '.join(protocols.IMAGENHUB_TASKS)}"})
+        required = self.protocol_def.required_task_types
+        if required is not None and self.task_type not in required:
+            raise ValidationError({"task_type": f"{self.protocol_def.title} studies need one of: {', '.join(required)}"})
         if self.raters_per_item < 1:
             raise ValidationError({"raters_per_item": "At least one rater per item is needed"})
 
@@ -463,9 +464,10 @@ class Rating(models.Model):
             )
         except protocols.ProtocolError as exc:
             raise ValidationError(str(exc)) from None
-        if study.protocol == protocols.PAIRWISE and not self.comparison_id:
+        rates_comparisons = study.protocol_def.unit_kind == protocols.COMPARISON
+        if rates_comparisons and not self.comparison_id:
             raise ValidationError("Pairwise ratings belong to a comparison")
-        if study.protocol != protocols.PAIRWISE and not self.item_id:
+        if not rates_comparisons and not self.item_id:
             raise ValidationError("This protocol rates single items")
 
 
@@ -530,7 +532,7 @@ class ComparisonGold(models.Model):
         if not self.comparison_id:  # reported as a missing field
             return
         study = self.comparison.study
-        if study.protocol != protocols.PAIRWISE:
+        if study.protocol_def.unit_kind != protocols.COMPARISON:
             raise ValidationError("Gold comparisons belong to pairwise studies")
         allowed = study.protocol_def.choices(study.protocol_settings)
         if self.preference not in allowed:

@@ -37,7 +37,6 @@ from django.db.models import Max
 from django.db.models.signals import post_save
 from django.template.loader import render_to_string
 
-from analysis.science import protocols
 from raters.models import AttentionCheck, QualityPolicy
 from tasks.models import ComparisonGold, GoldAnswer, ProtocolVersion, Study, WorkedExample
 from tasks.rating_context import rubric_context
@@ -84,8 +83,8 @@ def protocol_content(study: Study) -> dict:
         "questions": definition.questions(settings, max_subs),
         "settings": settings,
     }
-    if study.protocol == protocols.PAIRWISE:
-        scale["choices"] = list(protocols.PAIRWISE_CHOICES)
+    if definition.all_choices:
+        scale["choices"] = list(definition.all_choices)
     gold = [
         {"item": item, "values": values, "answers": answers, "tolerance": tolerance}
         for item, values, answers, tolerance in GoldAnswer.objects.filter(item__study=study)

@@ -150,15 +150,10 @@ def _imagenhub_questions(assignment: Assignment, study, rating: Rating | None, p
                      choices=[Choice(v, text, k) for (v, text), k in zip(following, _keys(following))])
             for key, label in protocols.IMAGENHUB_CONDITIONS[study.task_type]
         ]
-        extra = [
-            ("objects", "Objects in the image", [("recognizable", "Recognisable"), ("unrecognizable", "Unrecognisable")]),
-            ("artifacts", "Artifacts", [("none", "None or little"), ("some", "Some"), ("serious", "Serious")]),
-            ("unusual", "Unusual sense", [("none", "None or little"), ("some", "Some")]),
-        ]
         questions += [
             Question(name=f"{prefix}c-{key}", label=label, kind="checklist", selected=marks.get(key, ""),
                      choices=[Choice(v, text, k) for (v, text), k in zip(options, _keys(options))])
-            for key, label, options in extra
+            for key, label, options in protocols.PERCEPTUAL_MARKS
         ]
         return questions
     values = rating.values if rating else {}
@@ -167,10 +162,10 @@ def _imagenhub_questions(assignment: Assignment, study, rating: Rating | None, p
     pq = [("0", "Poor", "distorted, objects unrecognisable"), ("0.5", "Acceptable", "minor artifacts or unnatural"),
           ("1", "Genuine", "looks real and clean")]
     return [
-        Question(name=f"{prefix}SC", label="Semantic consistency", help="Does it follow every condition?",
+        Question(name=f"{prefix}SC", label=protocols.SC_LABEL, help="Does it follow every condition?",
                  selected=_fmt(values.get("SC")),
                  choices=[Choice(v, f"{v} · {label}", k, hint) for (v, label, hint), k in zip(sc, "123")]),
-        Question(name=f"{prefix}PQ", label="Perceptual quality", help="Does it look natural and clean?",
+        Question(name=f"{prefix}PQ", label=protocols.PQ_LABEL, help="Does it look natural and clean?",
                  selected=_fmt(values.get("PQ")),
                  choices=[Choice(v, f"{v} · {label}", k, hint) for (v, label, hint), k in zip(pq, "123")]),
     ]
@@ -201,7 +196,7 @@ def _evalmi_questions(assignment: Assignment, study, rating: Rating | None, pref
         instance = assignment.item.instance
         texts = [instance.question or "Does the image meet the prompt's main requirement?"]
         texts += list(instance.sub_questions)
-        for key, text in zip(protocols.get_protocol(protocols.EVALMI).questions(settings, len(instance.sub_questions)), texts):
+        for key, text in zip(study.protocol_def.questions(settings, len(instance.sub_questions)), texts):
             questions.append(Question(name=f"{prefix}{key}", label=text, kind="yesno", selected=answers.get(key, ""),
                                       choices=[Choice("yes", "Yes", "y"), Choice("no", "No", "n")]))
     return questions
@@ -220,10 +215,14 @@ def _pairwise_question(assignment: Assignment, study, rating: Rating | None, pre
                     help="Follows the prompt better and looks better overall", choices=choices, selected=selected)
 
 
+# The questions of one rated item, per protocol (a comparison's one question is _pairwise_question).
+QUESTIONS = {protocols.IMAGENHUB: _imagenhub_questions, protocols.EVALMI: _evalmi_questions}
+
+
 def _condition_blocks(study, item: Item) -> tuple[list[ConditionBlock], str, str, tuple[str, str] | None]:
     """Condition images, the prompt label and text, and a second text for the task's layout."""
     instance = item.instance
-    task = study.task_type if study.protocol == protocols.IMAGENHUB else "text_to_image"
+    task = study.protocol_def.screen_task(study.task_type)
     by_role: dict[str, list[ConditionImage]] = {}
     # A text-to-image layout shows no condition images: no query for them (one less per screen).
     for condition in instance.condition_images.all() if task != "text_to_image" else ():
@@ -274,7 +273,7 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
     """``ratings``: assignment id → the rater's stored rating (pre-fills a revisited screen)."""
     study = screen.study
     panels: list[Panel] = []
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.screen_kind == protocols.COMPARISON:
         assignment = screen.assignments[0]
         comparison = assignment.comparison
         first, second = (comparison.item_a, comparison.item_b)
@@ -287,7 +286,7 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
         item_for_prompt = first
     else:
         for number, assignment in enumerate(screen.assignments, start=1):
-            builder = _evalmi_questions if study.protocol == protocols.EVALMI else _imagenhub_questions
+            builder = QUESTIONS[study.protocol]
             title = f"Image {number}" if len(screen.assignments) > 1 else "Output"
             panels.append(Panel(assignment=assignment, title=title,
                                 output=picture(assignment.item.image, 768, f"generated image {number}"),
@@ -296,7 +295,7 @@ def screen_view(screen: Screen, ratings: dict[int, Rating], preload: list[str]) 
                                 instruction=attention_instruction(assignment.item)))
         item_for_prompt = screen.assignments[0].item
     conditions, prompt_label, prompt, second = _condition_blocks(study, item_for_prompt)
-    layout = study.task_type if study.protocol == protocols.IMAGENHUB else study.protocol
+    layout = study.protocol_def.layout_name(study.task_type)
     return ScreenView(screen=screen, layout=layout, prompt_label=prompt_label, prompt=prompt, second_text=second,
                       conditions=conditions, panels=panels, preload=preload)
 
@@ -363,7 +362,7 @@ def parse_entries(screen: Screen, post) -> list[dict]:
     for place, assignment in enumerate(screen.assignments):
         prefix = field_prefix(place)
         data = {key[len(prefix):]: value for key, value in post.items() if key.startswith(prefix) and value != ""}
-        if study.protocol == protocols.PAIRWISE:
+        if study.protocol_def.screen_kind == protocols.COMPARISON:
             left = assignment.presentation.get("left", "A")
             side = data.get("preference")
             choice = {"left": left, "right": "B" if left == "A" else "A"}.get(side, side)
@@ -371,7 +370,7 @@ def parse_entries(screen: Screen, post) -> list[dict]:
                             "presentation": {"left": left, "position": screen.position}})
             continue
         entry: dict = {"presentation": {"position": screen.position, "slot": assignment.slot}}
-        if study.protocol == protocols.IMAGENHUB and settings["checklist_mode"]:
+        if study.protocol_def.uses_checklist(settings):
             entry["checklist"] = {key[2:]: value for key, value in data.items() if key.startswith("c-")}
             entry["values"] = {}
         else:
@@ -379,7 +378,7 @@ def parse_entries(screen: Screen, post) -> list[dict]:
             entry["values"] = {d: data[d] for d in dims if d in data}
             questions = study.protocol_def.questions(settings, len(assignment.item.instance.sub_questions))
             entry["answers"] = {q: data[q] for q in questions if q in data}
-        if study.protocol == protocols.EVALMI:
+        if study.protocol_def.screen_kind == protocols.TRIAL:
             entry["presentation"]["trial"] = [a.item_id for a in screen.assignments]
         entries.append(entry)
     return entries

@@ -43,14 +43,9 @@ from tasks.study_services import (
     user_is_researcher,
 )
 
-PLOTS = ("histograms", "sc-pq", "mos", "alpha")
-
-
 def plots_for(study: Study) -> list[str]:
     """The plots that apply to the study's protocol: SC/PQ is ImagenHub's; pairwise has none of these."""
-    if study.protocol == protocols.PAIRWISE:
-        return []
-    return [p for p in PLOTS if p != "sc-pq" or study.protocol == protocols.IMAGENHUB]
+    return list(study.protocol_def.plots)
 
 
 def researcher_required(view):
@@ -238,7 +233,7 @@ def _item_scores(study: Study, dimension: str) -> pd.DataFrame:
     ratings = ratings_frame(study)
     if ratings.empty:
         return pd.DataFrame(columns=["model", "instance", "score"])
-    if study.protocol == protocols.IMAGENHUB:
+    if study.protocol_def.score_scale == "raw":
         scores = item_scores(ratings)
         scores["instance"] = scores["item"].map(ratings.drop_duplicates("item").set_index("item")["instance"])
         return scores.rename(columns={dimension: "score"})[["model", "instance", "score"]]
@@ -248,7 +243,7 @@ def _item_scores(study: Study, dimension: str) -> pd.DataFrame:
 
 
 def _absolute_ranking(study: Study) -> list[str]:
-    dimension = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+    dimension = study.protocol_def.headline_dimension
     return [row.model for row in rank_models(_item_scores(study, dimension), n_boot=0)]
 
 
@@ -258,7 +253,7 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = Study.objects.visible_or_404(request.user, slug)
     report = dashboard.cached_report(study, judges=False)
     context: dict = {"study": study, "report": report}
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:  # ranked by Bradley–Terry
         ranked = sorted(
             ((m, v) for m, v in report["models"].items() if v.get("bt_score") is not None),
             key=lambda kv: -kv[1]["bt_score"],
@@ -277,7 +272,7 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
         context["board"] = report.get("leaderboard", {}).get("bt_score")
     else:
         dims = dashboard.analysis_dimensions(study)
-        default = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+        default = study.protocol_def.headline_dimension
         dimension = request.GET.get("dim") if request.GET.get("dim") in dims else default
         method = "subject" if request.GET.get("method") == "subject" else "report"
         # the report's mean (z-MOS for EvalMi) or the subject model's mean item quality (P.913)
@@ -308,7 +303,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     study = Study.objects.visible_or_404(request.user, slug)
     if name not in plots_for(study):
         raise Http404("No such plot for this study's protocol")
-    ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
+    ratings = ratings_frame(study) if study.protocol_def.has_scales else pd.DataFrame()
     dims = dashboard.analysis_dimensions(study)
     if name == "histograms":
         scales = {d.key: d.choices for d in study.protocol_def.dimensions(study.protocol_settings)}
@@ -324,7 +319,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
             }).reset_index()
             svg = plots.sc_pq_scatter(summary)
     elif name == "mos":
-        dimension = "O" if study.protocol == protocols.IMAGENHUB else "correspondence"
+        dimension = study.protocol_def.headline_dimension
         rows = rank_models(_item_scores(study, dimension), n_boot=0)
         table = pd.DataFrame([{"model": r.model, "mean": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}
                               for r in rows], columns=["model", "mean", "ci_low", "ci_high"])

@@ -16,11 +16,17 @@ from PIL import Image, ImageDraw
 
 from analysis.science import protocols
 from tasks.builder import TASK_NEEDS
-from analysis.science.task_types import TASK_TYPES
+from analysis.science.protocols.task_types import TASK_TYPES
 
 SIDE = 128
 MODELS = ("ModelA", "ModelB", "ModelC")
 PROMPTS = ("two red circles left of a blue square", "a green triangle above a yellow star")
+# per prompt: the instance text columns a protocol may ask for (Protocol.instance_text_columns)
+SAMPLE_TEXT = {
+    "task_tag": ("counting", "position"),
+    "question": ("Are there exactly two circles?", "Is the triangle above the star?"),
+    "sub_questions": ("Is one circle red?|Is there a square?", ""),
+}
 COLOURS = {"ModelA": (200, 60, 60), "ModelB": (60, 120, 200), "ModelC": (60, 160, 90)}
 
 
@@ -42,11 +48,11 @@ def sample_bundle(protocol: str, task_type: str) -> bytes:
     """The zip's bytes; ValueError for a protocol or task type the builder does not take."""
     if task_type not in TASK_TYPES.get(protocol, {}):
         raise ValueError(f"no sample for {protocol!r} / {task_type!r}")
-    needs = TASK_NEEDS.get(task_type, ()) if protocol != protocols.EVALMI else ()
-    models = MODELS if protocol == protocols.EVALMI else MODELS[:2]
-    columns = ["instance", "model", "output", "prompt"]
-    if protocol == protocols.EVALMI:
-        columns += ["task_tag", "question", "sub_questions"]
+    definition = protocols.get(protocol)
+    needs = TASK_NEEDS.get(task_type, ())  # EvalMi's tasks need no condition images
+    # enough models to fill one default screen, and two to compare
+    models = MODELS[:max(2, definition.images_per_screen(definition.clean_settings({})))]
+    columns = ["instance", "model", "output", "prompt", *definition.instance_text_columns]
     for role in needs:
         columns.append(role)
         if role.startswith("subject_"):
@@ -65,10 +71,7 @@ def sample_bundle(protocol: str, task_type: str) -> bytes:
             files[path] = _png(f"{model} {number}", COLOURS[model])
             row = {"instance": instance, "model": model, "output": path,
                    "prompt": ("[V] " if "subject_1" in needs else "") + prompt}
-            if protocol == protocols.EVALMI:
-                row.update(task_tag="counting" if number == 1 else "position",
-                           question="Are there exactly two circles?" if number == 1 else "Is the triangle above the star?",
-                           sub_questions="Is one circle red?|Is there a square?" if number == 1 else "")
+            row.update({column: SAMPLE_TEXT[column][number - 1] for column in definition.instance_text_columns})
             for role, path_ in conditions.items():
                 row[role] = path_
                 if role.startswith("subject_"):

@@ -175,7 +175,7 @@ def _rating_clean(*, study: Study, item: Item | None, comparison: Comparison | N
     if time_on_item_ms is None and since is not None:
         elapsed = timezone.now() - since
         time_on_item_ms = max(0, int(elapsed.total_seconds() * 1000))
-    if (study.protocol == protocols.PAIRWISE) != (comparison is not None):
+    if (study.protocol_def.unit_kind == protocols.COMPARISON) != (comparison is not None):
         raise RatingRejected("Pairwise studies rate comparisons; other studies rate single items")
 
     return clean_values, clean_answers, clean_checklist, time_on_item_ms

@@ -67,7 +67,7 @@ def study_publish(*, study: Study) -> Study:
         raise StudyActionRefused(f"{study.slug} is already open")
     if not study.items.exists():
         raise StudyActionRefused(f"{study.slug} has no items; build it from a bundle first")
-    if study.protocol == "pairwise" and not study.comparisons.exists():
+    if study.protocol_def.unit_kind == protocols.COMPARISON and not study.comparisons.exists():
         raise StudyActionRefused(f"{study.slug} is pairwise but has no comparisons")
     study.state = Study.State.OPEN
     study.save(update_fields=["state"])

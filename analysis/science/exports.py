@@ -44,6 +44,7 @@ from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from scipy import stats
 
+from analysis.science import protocols
 from analysis.science.screening import screen_observers
 from analysis.science.subject_model import subject_model
 from analysis.science.zmos import zscore_by_rater
@@ -233,7 +234,7 @@ def z_parameters(data: ExportInput) -> ZParameters:
 def add_overall(frame: pd.DataFrame, dimensions: list[str]) -> pd.DataFrame:
     """O = sqrt(SC · PQ) per vote when the dimensions ask for it and the frame lacks it."""
     if "O" in dimensions and "O" not in frame.columns and {"SC", "PQ"} <= set(frame.columns):
-        return frame.assign(O=np.sqrt(frame["SC"].to_numpy(float) * frame["PQ"].to_numpy(float)))
+        return frame.assign(O=protocols.overall(frame["SC"].to_numpy(float), frame["PQ"].to_numpy(float)))
     return frame
 
 
@@ -439,7 +440,6 @@ def evalmi_sheets(items: pd.DataFrame, votes: pd.DataFrame, data: ExportInput) -
 # ------------------------------------------------------------------ datasheet
 
 REPORT_RATER_LABEL = "rater{}"  # report.json names raters by id; the tables by this label
-_AGREEMENT_LEVEL = {"imagenhub": "ordinal", "evalmi": "interval"}
 
 
 def _fmt(value) -> str:
@@ -473,7 +473,8 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
              "empty number). Excluded raters are left out "
              f"({'included' if report.get('include_excluded') else 'not included'} here).", ""]
     models = report.get("models", {})
-    if protocol == "pairwise":
+    definition = protocols.PROTOCOLS.get(protocol)
+    if definition is not None and not definition.has_scales:
         lines += [
             "| model | comparisons | wins | losses | ties | both bad | win rate [95 % CI] | BT score [95 % CI] |",
             "|---|---|---|---|---|---|---|---|",
@@ -498,7 +499,7 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
         for note in report.get("study_level", {}).get("pairwise_notes", []):
             lines.append(f"- {note}")
     else:
-        level = _AGREEMENT_LEVEL.get(protocol, "interval")
+        level = definition.agreement_level if definition is not None else "interval"
         for dim in data.dimensions:
             lines += [f"### {dim}", "",
                       f"| model | items | raters | mean | std between raters | 95 % CI | α ({level}) [95 % CI] | Fleiss κ [95 % CI] |",
@@ -778,10 +779,12 @@ def iter_export_zip(data: ExportInput) -> Iterator[bytes]:
             yield from member(f"{name}.jsonl", iter_jsonl(table))
             yield from member(f"{name}.parquet", [parquet_bytes(table)])
         layouts: dict[str, bytes] = {}
-        if data.meta.get("protocol") == "imagenhub" and len(numbers):
+        definition = protocols.PROTOCOLS.get(data.meta.get("protocol"))
+        published = definition.export_layouts if definition is not None else ()
+        if "imagenhub" in published and len(numbers):
             folder = data.meta.get("imagenhub_folder") or data.meta["slug"]
             layouts.update(imagenhub_tsvs(numbers[~numbers["excluded"]], folder=folder))
-        if data.meta.get("protocol") == "evalmi" and len(items):
+        if "evalmi" in published and len(items):
             layouts.update(evalmi_sheets(items, numbers, data))
         for name, blob in layouts.items():
             yield from member(f"{'imagenhub/' if name.endswith('.tsv') else ''}{name}", [blob])

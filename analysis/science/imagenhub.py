@@ -16,8 +16,9 @@ Input: long DataFrame with columns ``rater, item, model, SC, PQ``.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
+
+from analysis.science.protocols.imagenhub import overall
 
 DIMENSIONS = ("SC", "PQ", "O")
 
@@ -27,7 +28,7 @@ def add_overall(ratings: pd.DataFrame) -> pd.DataFrame:
     missing = {"SC", "PQ"} - set(ratings.columns)
     if missing:
         raise ValueError(f"ratings need columns SC and PQ; missing {sorted(missing)}")
-    return ratings.assign(O=np.sqrt(ratings["SC"].to_numpy(float) * ratings["PQ"].to_numpy(float)))
+    return ratings.assign(O=overall(ratings["SC"].to_numpy(float), ratings["PQ"].to_numpy(float)))
 
 
 def per_rater_means(ratings: pd.DataFrame, *, dimensions=DIMENSIONS) -> pd.DataFrame:

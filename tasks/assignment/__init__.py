@@ -273,7 +273,7 @@ def _seen_items(rater: Rater):
 def _claim_items(*, rater, study, rng, position, lease_until) -> int:
     quota = study.raters_per_item
     seen = _seen_items(rater)
-    whole_set = study.assignment_mode == Study.AssignmentMode.WHOLE_SET and study.protocol == protocols.IMAGENHUB
+    whole_set = study.assignment_mode == Study.AssignmentMode.WHOLE_SET  # only item screens come here
     if not whole_set:
         # NOT EXISTS, not the LEFT JOINs of gold__isnull: an anti-join keeps the index order.
         free = Item.objects.filter(~Exists(GoldAnswer.objects.filter(item=OuterRef("pk"))),
@@ -400,10 +400,13 @@ def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
                           rng=rng, build=build)
 
 
+# How a session claims its units, by what one screen holds (Protocol.screen_kind).
+CLAIMS = {protocols.ITEM: _claim_items, protocols.TRIAL: _claim_trials, protocols.COMPARISON: _claim_comparisons}
+
+
 def _session_need(study: Study) -> int:
     """Units one session claims (balanced mode; a whole-set session is counted as one of these)."""
-    per_screen = study.protocol_settings.get("images_per_trial", 1) if study.protocol == protocols.EVALMI else 1
-    return study.units_per_session * per_screen
+    return study.units_per_session * study.protocol_def.images_per_screen(study.protocol_settings)
 
 
 NEWCOMER_SESSIONS_FREE = 5
@@ -433,7 +436,7 @@ def _newcomers_may_claim(*, study: Study, now: datetime) -> bool:
         return True
     # held + need <= share * (open + held)  <=>  open >= (held + need) / share - held
     wanted = math.ceil((held + _session_need(study)) / share - held)
-    units = Comparison if study.protocol == protocols.PAIRWISE else Item
+    units = Comparison if study.protocol_def.unit_kind == protocols.COMPARISON else Item
     open_units = units.objects.filter(study=study, claims__lt=study.raters_per_item).order_by()  # no Meta ordering joins
     return open_units[:wanted].count() >= wanted
 
@@ -474,12 +477,7 @@ def assignment_batch_claim(*, rater: Rater, study: Study, now: datetime | None =
     lease = lease_length() if mine["done"] else first_lease_length()
     kwargs = {"rater": rater, "study": study, "rng": rng, "position": 0 if mine["top"] is None else mine["top"] + 1,
               "lease_until": now + lease}
-    if study.protocol == protocols.PAIRWISE:
-        claimed = _claim_comparisons(**kwargs)
-    elif study.protocol == protocols.EVALMI:
-        claimed = _claim_trials(**kwargs)
-    else:
-        claimed = _claim_items(**kwargs)
+    claimed = CLAIMS[study.protocol_def.screen_kind](**kwargs)
     if not claimed:  # nothing left: let a later call try again
         Participation.objects.filter(pk=participation.pk, batches=batch + 1).update(batches=batch)
     else:  # hidden gold and due attention checks go into the batch as ordinary assignments
@@ -555,7 +553,7 @@ def screen_at(*, rater: Rater, study: Study, position: int, place: bool = True) 
     (server side only; pages never show gold), so building and submitting the screen reads
     nothing more per unit.
     """
-    if study.protocol != protocols.PAIRWISE:
+    if study.protocol_def.unit_kind != protocols.COMPARISON:
         return _item_screen_at(rater=rater, study=study, position=position, place=place)
     stats = _place(rater, study, position) if place else {}
     wanted = [position] + ([stats["following"]] if stats.get("following") is not None else [])
@@ -722,7 +720,7 @@ def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, scr
     stand out by its different prompt. Returns how many screens were inserted.
     """
     rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
-    pairwise = study.protocol == protocols.PAIRWISE
+    pairwise = study.protocol_def.unit_kind == protocols.COMPARISON
     if pairwise:
         slot_units = lambda: [c] if (c := gold_slot_comparison(rater=rater, study=study)) else []  # noqa: E731
     elif trial_size(study) == 1:

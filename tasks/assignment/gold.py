@@ -38,10 +38,8 @@ def hidden_gold_pool(study: Study) -> list[int]:
 
 
 def trial_size(study: Study) -> int:
-    """Items on one screen: ``images_per_trial`` for EvalMi, else 1."""
-    if study.protocol == protocols.EVALMI:
-        return int(study.protocol_settings.get("images_per_trial", 1))
-    return 1
+    """Items on one screen (the protocol's images per screen: EvalMi's ``images_per_trial``, else 1)."""
+    return int(study.protocol_def.images_per_screen(study.protocol_settings))
 
 
 def gold_slot_due(*, rater: Rater, study: Study) -> bool:
@@ -55,7 +53,7 @@ def gold_slot_due(*, rater: Rater, study: Study) -> bool:
     share = float(study.protocol_settings.get("gold_share", 0.0))
     if share <= 0:
         return False
-    if study.protocol == protocols.PAIRWISE:
+    if study.protocol_def.unit_kind == protocols.COMPARISON:
         mine = Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False).exclude(
             state=Assignment.State.EXPIRED)
         is_gold = Q(comparison__gold__isnull=False)

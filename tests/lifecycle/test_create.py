@@ -13,7 +13,7 @@ from analysis.science import protocols
 from tasks.builder import BundleInvalid, StudySpec, study_build_from_bundle
 from tasks.models import ConditionImage, Study
 from tasks.sample_bundles import sample_bundle
-from analysis.science.task_types import TASK_TYPES
+from analysis.science.protocols.task_types import TASK_TYPES
 from tests.factories import make_user, png_bytes
 from tests.research.bundles import csv_manifest, make_bundle
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 
 from analysis.science.judges import prompts
+from analysis.science.protocols.imagenhub import overall as overall_score
 from analysis.science.judges.client import ChatClient, ChatError, ChatReply, image_part, text_part
 from analysis.science.judges.images import concat_horizontal, data_url
 from analysis.science.judges.parsing import (
@@ -166,7 +166,7 @@ def evaluate_viescore(inputs: ItemInputs, client: ChatClient, params: dict) -> l
     sc = _viescore_part(client, "SC", text, blobs, names, params)
     pq = _viescore_part(client, "PQ", prompts.VIESCORE_PQ, [inputs.output], prompts.VIESCORE_PQ_NAMES, params)
     if sc.value is not None and pq.value is not None:
-        overall = DimensionScore("O", math.sqrt(sc.value * pq.value), rationale="O = √(SC · PQ)")
+        overall = DimensionScore("O", float(overall_score(sc.value, pq.value)), rationale="O = √(SC · PQ)")
     else:
         bad = sc if sc.value is None else pq
         overall = DimensionScore("O", None, bad.parse_status, rationale=f"{bad.dimension} has no score")

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from analysis.science import protocols
 
-TASK_TYPES: dict[str, dict[str, str]] = {
-    protocols.IMAGENHUB: dict(protocols.IMAGENHUB_TASKS),
-    # EvalMi-50K: text-to-image outputs whose instances carry a task tag (counting, colour, …)
-    protocols.EVALMI: {"mixed": "Text-to-image, mixed task tags (EvalMi-50K)",
-                       "text_to_image": "Text-guided image generation"},
-    # Two outputs of one instance, of any ImagenHub task.
-    protocols.PAIRWISE: dict(protocols.IMAGENHUB_TASKS),
-}
+TASK_TYPES: dict[str, dict[str, str]] = {key: dict(p.task_types) for key, p in protocols.PROTOCOLS.items()}
 
 # setting -> the task types it applies to (settings absent here apply to every task of the protocol)
 TASK_ONLY_SETTINGS: dict[str, tuple[str, ...]] = {
