@@ -1,4 +1,4 @@
-"""Real-data fixtures for the analysis tests.
+"""Real-data fixtures for the pure science tests (they run with ``-p no:django``).
 
 They build on ``shared_datasets`` (tests/conftest.py), which skips with a
 clear message when ../shared/datasets is absent. Parsed data is cached per
