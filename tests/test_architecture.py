@@ -2,7 +2,8 @@
 
 The picture (README "Architecture", issue #15): every import points down a floor or stays on it,
 
-    web        views, API, urls, admin, forms, template tags, management commands, Celery jobs
+    web        views, API, urls, admin, forms, template tags, management commands, Celery jobs,
+               the AppConfig (apps.py: the app's wiring)
     services   every other module of an app (services and selectors)
     models     tasks/models.py, raters/models.py, analysis/models.py (one floor for all apps)
     science    analysis/science/** (pure Python: no Django, nothing of the apps)
@@ -40,6 +41,10 @@ FLOOR_RULES: list[tuple[str, int]] = [
     ("*/management/commands/*", WEB),
     ("*/admin.py", WEB),
     ("*/jobs.py", WEB),
+    # Not in the issue's list, which would leave it on the services floor: an app's AppConfig wires
+    # the app (ready() connects signals to jobs and handlers) and nothing imports it, so it stands
+    # with the other entry points at the top.
+    ("*/apps.py", WEB),
     ("*/*views*.py", WEB),
     ("*/*api*.py", WEB),
     ("*/*urls.py", WEB),
@@ -317,7 +322,7 @@ def test_the_table_classifies_the_known_modules():
     assert floor("tasks.models") == MODELS
     assert floor("tasks.views") == WEB and floor("annotation_site.urls") == WEB
     assert floor("raters.models") == MODELS and floor("analysis.models") == MODELS
-    assert floor("tasks.assignment") == SERVICES
+    assert floor("tasks.assignment") == SERVICES and floor("tasks.apps") == WEB
     assert len(IMPORTS) > 200, "the collector found too few imports: is the repository layout the expected one?"
 
 
