@@ -6,8 +6,10 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+# Tests that need no Django: they run first, with `-p no:django`, and the Django run leaves them out.
+PURE_TESTS := tests/science tests/test_architecture.py
 
-.PHONY: install install-test run test migrate demo clean bench
+.PHONY: install install-test run test imports migrate demo clean bench
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +45,7 @@ $(VENV)/.installed-clip: requirements-clip.txt $(VENV)/.installed
 	$(PIP) install --quiet -r requirements-clip.txt
 	touch $@
 
+# `make test`: the import contracts, the tests without Django, then the rest.
 # Browser tests need Debian's chromium; scripts/ensure_chromium installs it when apt is usable.
 # The optional CLIP extra is installed for the tests only when a CPU torch wheel lies on disk
 # (/opt/wheels on the project's machines); elsewhere its tests skip instead of pulling a GPU build.
@@ -50,7 +53,14 @@ test: install-test
 	@bash scripts/ensure_chromium || true
 	@if ls /opt/wheels/torch-*.whl >/dev/null 2>&1; then $(MAKE) --no-print-directory $(VENV)/.installed-clip; \
 	 else echo "CLIP extra not installed (no local torch wheel under /opt/wheels): its tests will skip"; fi
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory imports
+	@# The pure science and the architecture check, without Django (exit 5 = nothing selected by PYTEST_ARGS).
+	$(PY) -m pytest -p no:django $(PURE_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest $(addprefix --ignore=,$(PURE_TESTS)) $(PYTEST_ARGS)
+
+# The import contracts (pyproject.toml [tool.importlinter]): about a second.
+imports: install-test
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 
 # Benchmarks (need the local PostgreSQL; see bench/README.md). A missed target exits 1; `-` keeps going.
 bench: install-test

@@ -5,7 +5,7 @@ SUREAL (Netflix's reference implementation of ITU-T P.913 clause 12) is an optio
 (an interpreter with sureal installed, e.g. a scratch venv: ``python3 -m venv /tmp/sureal-venv &&
 /tmp/sureal-venv/bin/pip install sureal numpy scipy``), and skips saying so otherwise. The fixed
 reference numbers below always run; they were printed by sureal 0.9.0 (numpy 2.4.6, scipy 1.17.1)
-through ``tests/analysis/sureal_oracle.py`` on the matrices given here, models ``MLE_CO_AP``
+through ``tests/science/sureal_oracle.py`` on the matrices given here, models ``MLE_CO_AP``
 (alternating projection) and ``MLE_CO`` (Newton), which agreed to 1e-6.
 """
 
