@@ -16,7 +16,7 @@ from analysis.export_services import (EXPORT_KINDS, ExportError, export_fits_in_
                                       exports_for, study_export_start, study_vote_count)
 from tasks.models import Study
 from tasks.configure_views import sparse_layouts
-from tasks.research_views import researcher_required
+from analysis.research_views import researcher_required
 
 
 def _get_study_for_user(request: HttpRequest, slug: str) -> Study:

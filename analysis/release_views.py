@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from analysis.models import DatasetRelease
 from analysis.science.release import LICENSES, card_rows
 from analysis.release_services import ReleaseRefused, release_request, version_mix
-from tasks.research_views import _get_study_for_user, researcher_required
+from analysis.research_views import _get_study_for_user, researcher_required
 
 RELEASES_SHOWN = 20
 

@@ -29,7 +29,7 @@ from tasks.configure_services import (
     worked_example_remove,
 )
 from tasks.models import Study
-from tasks.research_views import _get_study_for_user, researcher_required
+from analysis.research_views import _get_study_for_user, researcher_required
 from tasks.study_services import StudyActionRefused, study_publish
 
 
