@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.models import StudyExport
+from analysis.science import protocols
 from tasks.models import Rating, Study
 
 
@@ -37,6 +38,23 @@ PROGRESS_SECONDS = 1.0  # progress is written at most this often
 
 class ExportError(ValueError):
     """An export cannot be started; the message says why."""
+
+
+def sparse_layouts(study: Study) -> list[str]:
+    """Why the export's per-rater layouts will have gaps for this study ('' list when none).
+
+    The ImagenHub TSVs hold one file per rater with a row per sample only where that rater rated
+    every model on it; in balanced mode raters get a share of the items, so most rows are
+    missing. The per-vote and per-item tables are complete in every mode.
+    """
+    notes = []
+    if study.protocol == protocols.IMAGENHUB and study.assignment_mode == Study.AssignmentMode.BALANCED:
+        notes.append(
+            "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
+            "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "
+            "most samples are missing from each rater's file. Use votes.csv or items.csv for analysis; the "
+            "TSVs match ImagenHub's layout only for whole-set studies.")
+    return notes
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from analysis.models import DatasetRelease
 from analysis.science.release import LICENSES, card_rows
 from analysis.release_services import ReleaseRefused, release_request, version_mix
-from analysis.research_views import _get_study_for_user, researcher_required
+from tasks.research_access import researcher_required, study_for_user
 
 RELEASES_SHOWN = 20
 
@@ -30,7 +30,7 @@ class ReleaseForm(forms.Form):
 def study_release(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's releases with the newest reporting card and the protocol versions; POST asks for
     a new release (built in the background)."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     if request.method == "POST":
         form = ReleaseForm(request.POST)
         if form.is_valid():
@@ -58,7 +58,7 @@ def study_release(request: HttpRequest, slug: str) -> HttpResponse:
 
 @researcher_required
 def study_release_download(request: HttpRequest, slug: str, release_id: int) -> FileResponse:
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     release = get_object_or_404(DatasetRelease, pk=release_id, study=study, state=DatasetRelease.State.DONE)
     if not release.file or not export_storage().exists(release.file):
         raise Http404("the release file is gone")

@@ -6,13 +6,9 @@ calls the REST API makes. Non-researchers get 403; a study you do not own is a 4
 
 from __future__ import annotations
 
-from functools import wraps
-
 import pandas as pd
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -22,17 +18,21 @@ from analysis.science import subject_report
 from analysis.science import plots
 from analysis.api import export_response
 from analysis.data import item_table, ratings_frame
+from analysis.export_services import export_fits_in_a_request
 from analysis.science.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.science.leaderboard import rank_agreement, rank_models
 from analysis.models import DatasetRelease
 from analysis.notices import study_notices_check
+from analysis.release_services import version_mix
 from analysis.science.release import card_rows
 from analysis.science.zmos import item_mos
 from analysis.science import protocols
 from tasks.build_services import study_build_problems, study_build_start
 from tasks.builder import BundleInvalid, StudySpec
 from tasks.builder_forms import BundleForm
+from tasks.lifecycle_views import sample_links
 from tasks.models import ScreenReport, Study, StudyBuild
+from tasks.research_access import researcher_required, study_for_user
 from tasks.study_services import (
     StudyActionRefused,
     study_clone,
@@ -40,7 +40,6 @@ from tasks.study_services import (
     study_publish,
     study_rater_sampling_set,
     study_threshold_set,
-    user_is_researcher,
 )
 
 PLOTS = ("histograms", "sc-pq", "mos", "alpha")
@@ -51,21 +50,6 @@ def plots_for(study: Study) -> list[str]:
     if study.protocol == protocols.PAIRWISE:
         return []
     return [p for p in PLOTS if p != "sc-pq" or study.protocol == protocols.IMAGENHUB]
-
-
-def researcher_required(view):
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        if not user_is_researcher(request.user):
-            raise PermissionDenied("Research pages are for researchers and admins.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def _get_study_for_user(request: HttpRequest, slug: str) -> Study:
-    return get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
 
 
 @researcher_required
@@ -88,8 +72,6 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 return redirect("research-study-build", build_id=build.pk)
             problems, error = study_build_problems(build), build.error
     status = (500 if error else 400) if request.method == "POST" else 200
-    from tasks.lifecycle_views import sample_links  # it imports this module
-
     return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error,
                                                        "samples": sample_links()}, status=status)
 
@@ -147,7 +129,7 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     """The study page; its live block refreshes itself every 10 s via htmx (same URL, partial)."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     context = _live_context(request, study)
     study_notices_check(study, progress=context["progress"])
     context["notices"] = list(study.notices.all()[:10])
@@ -169,8 +151,6 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _version_mix(study: Study) -> dict:
-    from analysis.release_services import version_mix
-
     mix = version_mix(study)
     return {"mixed": mix["mixed"], "used": sum(1 for v in mix["versions"] if v["votes"])}
 
@@ -191,7 +171,7 @@ class ThresholdForm(forms.Form):
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """Change the study's analysis settings (the agreement threshold, whether its raters are a sampled
     crowd or a fixed panel) from its dashboard."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     form = ThresholdForm(request.POST)
     if not form.is_valid():
         labels = {"agreement_threshold": "Agreement threshold", "rater_sampling": "Raters"}
@@ -218,7 +198,7 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_POST
 def study_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     try:
         if action == "publish":
             study = study_publish(study=study)
@@ -259,7 +239,7 @@ def _absolute_ranking(study: Study) -> list[str]:
 @researcher_required
 def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     """Models ranked with the report's numbers; adjacent gaps tested by a paired bootstrap."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     report = dashboard.cached_report(study, judges=False)
     context: dict = {"study": study, "report": report}
     if study.protocol == protocols.PAIRWISE:
@@ -309,7 +289,7 @@ def study_leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     """One SVG plot of the study (server-rendered with matplotlib)."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     if name not in plots_for(study):
         raise Http404("No such plot for this study's protocol")
     ratings = ratings_frame(study) if study.protocol != protocols.PAIRWISE else pd.DataFrame()
@@ -344,9 +324,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
 
 @researcher_required
 def study_export(request: HttpRequest, slug: str) -> HttpResponse:
-    from analysis.export_services import export_fits_in_a_request
-
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     if not export_fits_in_a_request(study):  # a large study is prepared in the background
         return redirect("study-exports", slug=study.slug)
     return export_response(study)

@@ -5,7 +5,7 @@
 * ``launch``: publish, then the links to paste into Prolific, MTurk and to invited raters;
 * ``export``: what the dataset zip holds, and what it cannot hold for this study, before download.
 
-Access as every research page: ``research_views._get_study_for_user`` (Study.objects.visible_to).
+Access as every research page: ``tasks.research_access.study_for_user`` (Study.objects.visible_to).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from analysis.science import protocols
 from tasks.configure_forms import StudyConfigureForm, WorkedExampleForm, initial_of
 from tasks.configure_services import (
     ConfigurationRefused,
@@ -29,7 +28,7 @@ from tasks.configure_services import (
     worked_example_remove,
 )
 from tasks.models import Study
-from analysis.research_views import _get_study_for_user, researcher_required
+from tasks.research_access import researcher_required, study_for_user
 from tasks.study_services import StudyActionRefused, study_publish
 
 
@@ -42,7 +41,7 @@ def _form_errors(form, refused: ConfigurationRefused) -> None:
 @require_http_methods(["GET", "POST"])
 def study_configure_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's settings. While open, fields that may not change are shown disabled, with why."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     form = StudyConfigureForm(request.POST or None, study=study, lock=True, initial=initial_of(study))
     status = 200
     if request.method == "POST":
@@ -68,7 +67,7 @@ def study_configure_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_examples(request: HttpRequest, slug: str) -> HttpResponse:
     """Add a worked example (image + caption) or remove one (``remove`` = its id), drafts only."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     remove = request.POST.get("remove")
     try:
         if remove is not None:
@@ -97,7 +96,7 @@ def _small_int(value: str | None, *, name: str) -> int:
 @require_POST
 def study_attention(request: HttpRequest, slug: str) -> HttpResponse:
     """Set the number of attention checks and their spacing (drafts only)."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     try:
         checks = attention_checks_set(study=study, count=_small_int(request.POST.get("count"), name="count"),
                                       spacing=_small_int(request.POST.get("spacing"), name="spacing"))
@@ -136,7 +135,7 @@ def launch_links(start_url: str) -> dict[str, str]:
 @require_http_methods(["GET", "POST"])
 def study_launch(request: HttpRequest, slug: str) -> HttpResponse:
     """Publish (POST), then the links for Prolific, MTurk and invited raters, each with a copy button."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     if request.method == "POST":
         try:
             study = study_publish(study=study)
@@ -156,25 +155,8 @@ def study_launch(request: HttpRequest, slug: str) -> HttpResponse:
 # ------------------------------------------------------------------ export
 
 
-def sparse_layouts(study: Study) -> list[str]:
-    """Why the export's per-rater layouts will have gaps for this study ('' list when none).
-
-    The ImagenHub TSVs hold one file per rater with a row per sample only where that rater rated
-    every model on it; in balanced mode raters get a share of the items, so most rows are
-    missing. The per-vote and per-item tables are complete in every mode.
-    """
-    notes = []
-    if study.protocol == protocols.IMAGENHUB and study.assignment_mode == Study.AssignmentMode.BALANCED:
-        notes.append(
-            "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
-            "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "
-            "most samples are missing from each rater's file. Use votes.csv or items.csv for analysis; the "
-            "TSVs match ImagenHub's layout only for whole-set studies.")
-    return notes
-
-
 @researcher_required
 def study_export_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The export page lives with the background exports (analysis.export_views); this address stays."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     return redirect("study-exports", study.slug)

@@ -24,7 +24,7 @@ from tasks.assignment import Screen
 from tasks.builder_forms import PROTOCOL_LABELS
 from tasks.models import Assignment, Comparison, ConditionImage, GenModel, Item, Study
 from tasks.rating_context import parse_entries, picture, screen_view, selections_from
-from analysis.research_views import _get_study_for_user, researcher_required
+from tasks.research_access import researcher_required, study_for_user
 from tasks.sample_bundles import sample_bundle
 from analysis.science.task_types import TASK_TYPES
 
@@ -57,7 +57,7 @@ def sample_bundle_download(request: HttpRequest, protocol: str, task_type: str) 
 @researcher_required
 def study_items(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's items with their prompt and condition images, filtered and paginated."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     items = (Item.objects.filter(study=study).select_related("instance", "gen_model", "image")
              .prefetch_related("instance__condition_images__image"))
     models = list(GenModel.objects.filter(study=study).order_by("name").values_list("name", flat=True))
@@ -148,7 +148,7 @@ def _frameable_by_this_site(response: HttpResponse) -> HttpResponse:
 @researcher_required
 def study_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """Screen ``?n=`` of the study as its raters see it; a submit is checked, never stored."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     number = _number(request.GET.get("n", "1"))
     screen = preview_screen(study, number)
     if screen is None:
@@ -201,7 +201,7 @@ def study_preview(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def study_phone_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """The preview inside a phone-width frame (390 px), with the screen's number to step through."""
-    study = _get_study_for_user(request, slug)
+    study = study_for_user(request, slug)
     number = _number(request.GET.get("n", "1"))
     return render(request, "research/phone_preview.html", {
         "study": study, "number": number, "width": PHONE_WIDTH,
