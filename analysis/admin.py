@@ -1,7 +1,17 @@
-from django import forms
-from django.contrib import admin
+"""Admin of the analysis app: judges, their runs and scores, and the judge actions on studies.
 
+The study admin is the tasks app's; analysis registers its subclass that adds "start judge run"
+actions, so tasks never imports the judges.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+
+from analysis.judge_services import (RUNNABLE_KINDS, JudgeRunError, judge_params_check, judge_run_cancel,
+                                     judge_run_resume, judge_run_start)
 from analysis.models import Judge, JudgeRun, JudgeScore
+from tasks.admin import StudyAdmin
+from tasks.models import Study
 
 
 class JudgeForm(forms.ModelForm):
@@ -11,8 +21,6 @@ class JudgeForm(forms.ModelForm):
 
     def clean(self):
         # the same schema as the API and the CLI: no URLs the operator has not allowed, no keys
-        from analysis.judge_services import JudgeRunError, judge_params_check
-
         data = super().clean()
         if data.get("kind") and data.get("kind") != Judge.Kind.IMPORTED and isinstance(data.get("params"), dict):
             try:
@@ -41,18 +49,12 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):
-        from analysis.judge_services import judge_run_cancel
-
         for run in queryset:
             judge_run_cancel(run=run)
         self.message_user(request, f"Asked {queryset.count()} runs to stop")
 
     @admin.action(description="Resume selected runs (retry failed units)")
     def resume_runs(self, request, queryset):
-        from django.contrib import messages
-
-        from analysis.judge_services import JudgeRunError, judge_run_resume
-
         for run in queryset:
             try:
                 judge_run_resume(run=run)
@@ -67,3 +69,35 @@ class JudgeScoreAdmin(admin.ModelAdmin):
     list_display = ["id", "run", "item", "dimension", "value", "parse_status", "latency_ms"]
     list_filter = ["parse_status", "dimension", "run__judge"]
     raw_id_fields = ["item", "run"]
+
+
+def _judge_action(judge_id: int, judge_name: str):
+    """An admin action that starts one judge on each selected study (via the judges service)."""
+
+    def start(modeladmin, request, queryset):
+        judge = Judge.objects.get(pk=judge_id)
+        for study in queryset:
+            try:
+                run = judge_run_start(judge=judge, study=study)
+            except JudgeRunError as exc:
+                modeladmin.message_user(request, f"Not started on {study.slug}: {exc}", level=messages.ERROR)
+            else:
+                modeladmin.message_user(request, f"Judge run {run.pk} queued on {study.slug} ({run.total} units)")
+
+    start.__name__ = f"start_judge_{judge_id}"
+    return start, start.__name__, f"Start judge run: {judge_name}"
+
+
+admin.site.unregister(Study)
+
+
+@admin.register(Study)
+class StudyWithJudgesAdmin(StudyAdmin):
+    """The tasks app's study admin plus one "start judge run" action per runnable judge."""
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        for judge_id, name in Judge.objects.filter(kind__in=RUNNABLE_KINDS).values_list("id", "name")[:50]:
+            action = _judge_action(judge_id, name)
+            actions[action[1]] = action
+        return actions

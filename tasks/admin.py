@@ -38,26 +38,6 @@ def _thumb(image, size: int = 96):
     return format_html('<img src="{}" style="max-width:{}px;max-height:{}px" alt="">', url, size, size)
 
 
-def _judge_action(judge_id: int, judge_name: str):
-    """An admin action that starts one judge on each selected study (via the judges service)."""
-
-    def start(modeladmin, request, queryset):
-        from analysis.judge_services import JudgeRunError, judge_run_start
-        from analysis.models import Judge
-
-        judge = Judge.objects.get(pk=judge_id)
-        for study in queryset:
-            try:
-                run = judge_run_start(judge=judge, study=study)
-            except JudgeRunError as exc:
-                modeladmin.message_user(request, f"Not started on {study.slug}: {exc}", level=messages.ERROR)
-            else:
-                modeladmin.message_user(request, f"Judge run {run.pk} queued on {study.slug} ({run.total} units)")
-
-    start.__name__ = f"start_judge_{judge_id}"
-    return start, start.__name__, f"Start judge run: {judge_name}"
-
-
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
     list_display = ["slug", "title", "protocol", "task_type", "state", "raters_per_item", "assignment_mode", "created_at"]
@@ -128,16 +108,6 @@ class StudyAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for study in queryset:
             study_delete(study=study)
-
-    def get_actions(self, request):
-        actions = super().get_actions(request)
-        from analysis.judge_services import RUNNABLE_KINDS
-        from analysis.models import Judge
-
-        for judge_id, name in Judge.objects.filter(kind__in=RUNNABLE_KINDS).values_list("id", "name")[:50]:
-            action = _judge_action(judge_id, name)
-            actions[action[1]] = action
-        return actions
 
 
 @admin.register(GenModel)
