@@ -1,9 +1,6 @@
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
-from django.db import transaction
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.text import capfirst
 
 from tasks.models import (
     Assignment,
@@ -23,9 +20,6 @@ from tasks.study_services import (
     StudyActionRefused,
     study_clone,
     study_close,
-    study_delete,
-    study_delete_counts,
-    study_delete_refusal,
     study_publish,
 )
 
@@ -68,46 +62,6 @@ class StudyAdmin(admin.ModelAdmin):
         for study in queryset:
             clone = study_clone(study=study, owner=request.user)
             self.message_user(request, f"Cloned {study.slug} as {clone.slug}")
-
-    # Deleting: Django's own collector lists (and then deletes) every related row in Python, which
-    # at EvalMi scale is 806,400 ratings on the confirmation page and a rating-id list PostgreSQL
-    # refuses. The page shows counts instead and the service deletes with set-based statements.
-
-    def get_deleted_objects(self, objs, request):
-        """The confirmation page's summary: each study, then the rows going with them as counts.
-
-        As Django's: a model registered here whose rows would go needs the user's delete
-        permission (``perms_needed``); nothing is protected (images are not deleted).
-        """
-        studies = list(objs)
-        if not studies:
-            return [], {}, set(), []
-        counts = study_delete_counts(studies=studies)
-        perms_needed = set()
-        for model in counts:
-            model_admin = self.admin_site.get_model_admin(model) if self.admin_site.is_registered(model) else None
-            if model_admin is not None and not model_admin.has_delete_permission(request):
-                perms_needed.add(model._meta.verbose_name)
-        links = [
-            format_html('{}: <a href="{}">{}</a>', capfirst(Study._meta.verbose_name),
-                        reverse(f"{self.admin_site.name}:tasks_study_change", args=[quote(study.pk)]), study)
-            for study in studies
-        ]
-        related = [f"{n:,} {model._meta.verbose_name if n == 1 else model._meta.verbose_name_plural}"
-                   for model, n in counts.items() if model is not Study]
-        to_delete = links + (["and with them:", related] if related else [])
-        model_count = {model._meta.verbose_name_plural: f"{n:,}" for model, n in counts.items()}
-        # Django's "protected" list: the page then refuses, and so does its POST
-        refused = [reason for study in studies if (reason := study_delete_refusal(study))]
-        return to_delete, model_count, perms_needed, refused
-
-    def delete_model(self, request, obj):
-        study_delete(study=obj)
-
-    @transaction.atomic
-    def delete_queryset(self, request, queryset):
-        for study in queryset:
-            study_delete(study=study)
 
 
 @admin.register(GenModel)
