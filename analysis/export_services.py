@@ -22,13 +22,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from celery import current_app
 from django.conf import settings
 from django.core.files.base import File
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from analysis.export_input import study_export_input
 from analysis.models import StudyExport
+from analysis.science.exports import iter_export_zip
 from analysis.science import protocols
 from tasks.models import Rating, Study
 
@@ -69,8 +72,6 @@ class ExportKind:
 
 
 def _dataset_chunks(study: Study, progress: Callable[[str, int, int], None]) -> Iterator[bytes]:
-    from analysis.export_input import study_export_input
-    from analysis.science.exports import iter_export_zip
 
     progress("reading the votes", 0, 0)
     data = study_export_input(study)
@@ -127,9 +128,13 @@ def study_export_start(*, study: Study, user, kind: str = "dataset") -> StudyExp
     return export
 
 
-def _queue(export: StudyExport) -> None:
-    from analysis.jobs import study_export_job  # the job module imports this one
+# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
+# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
+STUDY_EXPORT_JOB = "analysis.jobs.study_export_job"
 
+
+def _queue(export: StudyExport) -> None:
+    study_export_job = current_app.tasks[STUDY_EXPORT_JOB]
     # robust: an error of the job (recorded on the export) must not fail the request that asked
     transaction.on_commit(lambda: study_export_job.delay(export.pk), robust=True)
 

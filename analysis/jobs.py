@@ -11,6 +11,8 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from analysis import export_services, judge_services
+from analysis.notices import study_notices_run
+from analysis.release_services import release_execute, release_fail
 
 # A judge run over a few hundred items with an MLLM takes minutes to an hour; a run cut by the
 # limit is marked failed and can be resumed where it stopped.
@@ -54,8 +56,6 @@ def study_export_job(self, export_id: int) -> dict | None:
 def study_notices_job(study_id: int) -> int | None:
     """Completion and low-agreement notices of a study (analysis.notices); idempotent: each event
     is recorded once, so a second delivery sends nothing."""
-    from analysis.notices import study_notices_run
-
     try:
         return study_notices_run(study_id=study_id)
     except SoftTimeLimitExceeded:
@@ -65,8 +65,6 @@ def study_notices_job(study_id: int) -> int | None:
 @shared_task(acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
 def build_release_job(release_id: int) -> dict | None:
     """Build a dataset release (analysis.release_services.release_execute); a failure is recorded."""
-    from analysis.release_services import release_execute, release_fail
-
     try:
         release = release_execute(release_id=release_id)
     except SoftTimeLimitExceeded:

@@ -27,6 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -365,9 +366,13 @@ def _execute_embedding_batches(run: JudgeRun, units, params: embedding.Embedding
 
 # ------------------------------------------------------------------------ run lifecycle
 
-def _queue(run: JudgeRun) -> None:
-    from analysis.jobs import run_judge_job  # the job module imports this one
+# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
+# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
+RUN_JUDGE_JOB = "analysis.jobs.run_judge_job"
 
+
+def _queue(run: JudgeRun) -> None:
+    run_judge_job = current_app.tasks[RUN_JUDGE_JOB]
     transaction.on_commit(lambda: run_judge_job.delay(run.id))
 
 

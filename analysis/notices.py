@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_app
 from django.conf import settings
 from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, progress, study_threshold
 from analysis.models import StudyNotice
+from analysis.science.agreement import agreement_table
 from analysis.science import protocols
 from tasks.models import Study
 
@@ -38,8 +41,6 @@ ALPHA_CHECK_SECONDS = 60
 
 
 def _complete(study: Study, state=None) -> str | None:
-    from analysis.dashboard import progress
-
     state = state if state is not None else progress(study)
     if state.units and state.units_complete >= state.units:
         return (f"All {state.units} {'comparisons' if study.protocol == protocols.PAIRWISE else 'items'} of "
@@ -49,9 +50,6 @@ def _complete(study: Study, state=None) -> str | None:
 
 def _alpha_low(study: Study) -> list[tuple[str, str]]:
     """(dimension, message) for each dimension whose study-wide α is below the study's threshold."""
-    from analysis.science.agreement import agreement_table
-    from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, study_threshold
-
     ratings = _ratings(study)
     if ratings.empty:
         return []
@@ -116,11 +114,14 @@ def study_notices_schedule(*, study_id: int) -> None:
     transaction.on_commit(lambda: _queue(study_id), robust=True)
 
 
-def _queue(study_id: int) -> None:
-    from analysis.jobs import study_notices_job
+# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
+# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
+STUDY_NOTICES_JOB = "analysis.jobs.study_notices_job"
 
+
+def _queue(study_id: int) -> None:
     try:
-        study_notices_job.delay(study_id)
+        current_app.tasks[STUDY_NOTICES_JOB].delay(study_id)
     except Exception:  # broker down: ratings must not fail for it; the dashboard checks too
         logger.exception("could not queue the notices of study %s", study_id)
 
