@@ -22,7 +22,8 @@ from analysis.science.imagenhub import add_overall
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.science.progress import Progress, study_progress
-from analysis.report import QA_DIMENSION, build_report
+from analysis.report import build_report
+from analysis.science.report import QA_DIMENSION
 from analysis.science import protocols
 from raters.models import Rater, RaterAction
 from raters.quality import rater_rows

@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from analysis.science import formats
 from analysis.science.correlation import viescore_table
+from analysis.science.report import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from raters.models import Rater
 from analysis.science import protocols
@@ -60,7 +61,6 @@ IMAGENHUB_FOLDER_TASKS = {
 }
 LOWER_IS_BETTER_METRICS = {"LPIPS"}
 EVALMI_REFERENCE_JUDGE = "evalmi-50k-published-human"
-HUMAN_REFERENCE = "human_reference"
 _RATER_FILE_RE = re.compile(r"_rater(\d+)\.tsv$")
 
 
@@ -173,8 +173,6 @@ def _copy(table: str, names: str, rows: list[tuple], constant: tuple) -> int:
     column's distinct values are formatted once, rows are joined from those strings, and chunks
     are sent while the next one is built (the server parses in parallel).
     """
-    from django.db import connection
-
     suffix = "".join("\t" + _copy_field(value) for value in constant) + "\n"
     caches: list[dict] = [{} for _ in rows[0]] if rows else []
     statement = f"COPY {connection.ops.quote_name(table)} ({names}) FROM STDIN"

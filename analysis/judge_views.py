@@ -22,7 +22,8 @@ from analysis.judge_services import (JudgeRunError, judge_endpoint_list, judge_r
                                      judge_run_resume)
 from analysis.science.judges.agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
-from analysis.report import QA_DIMENSION, human_item_scores
+from analysis.report import human_item_scores
+from analysis.science.report import QA_DIMENSION
 from analysis.science import plots, protocols
 from tasks.models import Item, Rating, Study
 

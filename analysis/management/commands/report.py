@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.science.correlation import KENDALL_VARIANTS
 from analysis.release_services import reports_by_version, version_mix
-from analysis.report import JUDGE_ITEMS, build_report
+from analysis.report import build_report
+from analysis.science.report import JUDGE_ITEMS
 from analysis.science.viescore_conventions import CONVENTIONS
 from tasks.models import Study
 
