@@ -1,5 +1,3 @@
-from importlib import import_module
-
 from django.apps import AppConfig
 
 
@@ -8,5 +6,12 @@ class AnalysisConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registers the Celery jobs in every process (web too): services queue them by name.
-        import_module("analysis.jobs")
+        # The jobs sit above the services that decide when they are due: each service sends a
+        # "queued" signal and the job module's receiver queues the Celery job.
+        from analysis import export_services, jobs, judge_services, notices, release_services
+
+        judge_services.run_queued.connect(jobs.run_judge_queue, dispatch_uid="analysis.jobs.run_judge_queue")
+        export_services.export_queued.connect(jobs.study_export_queue, dispatch_uid="analysis.jobs.study_export_queue")
+        notices.notices_queued.connect(jobs.study_notices_queue, dispatch_uid="analysis.jobs.study_notices_queue")
+        release_services.release_queued.connect(jobs.build_release_queue,
+                                                dispatch_uid="analysis.jobs.build_release_queue")

@@ -22,11 +22,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from celery import current_app
 from django.conf import settings
 from django.core.files.base import File
 from django.db import transaction
 from django.db.models import Q
+from django.dispatch import Signal
 from django.utils import timezone
 
 from analysis.export_input import study_export_input
@@ -128,15 +128,14 @@ def study_export_start(*, study: Study, user, kind: str = "dataset") -> StudyExp
     return export
 
 
-# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
-# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
-STUDY_EXPORT_JOB = "analysis.jobs.study_export_job"
+# An export was stored (``export_id``): its receiver (analysis.jobs, connected in analysis.apps)
+# queues the job, which sits above this module.
+export_queued = Signal()
 
 
 def _queue(export: StudyExport) -> None:
-    study_export_job = current_app.tasks[STUDY_EXPORT_JOB]
     # robust: an error of the job (recorded on the export) must not fail the request that asked
-    transaction.on_commit(lambda: study_export_job.delay(export.pk), robust=True)
+    transaction.on_commit(lambda: export_queued.send(sender=StudyExport, export_id=export.pk), robust=True)
 
 
 def study_export_run(*, export_id: int, task_id: str = "") -> StudyExport | None:

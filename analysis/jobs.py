@@ -74,3 +74,22 @@ def build_release_job(release_id: int) -> dict | None:
         release_fail(release_id=release_id, error=f"{type(exc).__name__}: {exc}")
         raise
     return None if release is None else {"release": release.pk, "state": release.state, "size": release.size}
+
+
+# Receivers of the services' "queued" signals (connected in analysis.apps): the services sit below
+# this module, so they announce the work and the job module queues it.
+
+def run_judge_queue(*, run_id: int, **kwargs) -> None:
+    run_judge_job.delay(run_id)
+
+
+def study_export_queue(*, export_id: int, **kwargs) -> None:
+    study_export_job.delay(export_id)
+
+
+def study_notices_queue(*, study_id: int, **kwargs) -> None:
+    study_notices_job.delay(study_id)
+
+
+def build_release_queue(*, release_id: int, **kwargs) -> None:
+    build_release_job.delay(release_id)

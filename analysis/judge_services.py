@@ -27,10 +27,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
+from django.dispatch import Signal
 from django.utils import timezone
 from PIL import Image
 
@@ -366,14 +366,13 @@ def _execute_embedding_batches(run: JudgeRun, units, params: embedding.Embedding
 
 # ------------------------------------------------------------------------ run lifecycle
 
-# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
-# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
-RUN_JUDGE_JOB = "analysis.jobs.run_judge_job"
+# A judge run is due (``run_id``): its receiver (analysis.jobs, connected in analysis.apps) queues
+# the job, which sits above this module.
+run_queued = Signal()
 
 
 def _queue(run: JudgeRun) -> None:
-    run_judge_job = current_app.tasks[RUN_JUDGE_JOB]
-    transaction.on_commit(lambda: run_judge_job.delay(run.id))
+    transaction.on_commit(lambda: run_queued.send(sender=JudgeRun, run_id=run.id))
 
 
 # Metrics that compare the output with its source image, those that also need the edit's mask,

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 
-from celery import current_app
 from django.conf import settings
 from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.urls import reverse
 
 from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, progress, study_threshold
@@ -114,14 +114,14 @@ def study_notices_schedule(*, study_id: int) -> None:
     transaction.on_commit(lambda: _queue(study_id), robust=True)
 
 
-# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
-# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
-STUDY_NOTICES_JOB = "analysis.jobs.study_notices_job"
+# A study's notices are due (``study_id``): its receiver (analysis.jobs, connected in
+# analysis.apps) queues the job, which sits above this module.
+notices_queued = Signal()
 
 
 def _queue(study_id: int) -> None:
     try:
-        current_app.tasks[STUDY_NOTICES_JOB].delay(study_id)
+        notices_queued.send(sender=StudyNotice, study_id=study_id)
     except Exception:  # broker down: ratings must not fail for it; the dashboard checks too
         logger.exception("could not queue the notices of study %s", study_id)
 

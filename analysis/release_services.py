@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from celery import current_app
 from django.core.files import File
 from django.db import transaction
 from django.db.models import Count
+from django.dispatch import Signal
 from django.utils import timezone
 
 from analysis import data
@@ -28,9 +28,9 @@ from analysis.science.release import LICENSES, write_release, zip_folder
 from tasks.models import ProtocolVersion, Rating, Study
 
 
-# The job is looked up by its Celery name, not imported: analysis.jobs (web floor) imports this
-# module, and the name is what a queued message carries anyway. AnalysisConfig.ready registers it.
-BUILD_RELEASE_JOB = "analysis.jobs.build_release_job"
+# A release was requested (``release_id``): its receiver (analysis.jobs, connected in analysis.apps)
+# queues the job, which sits above this module.
+release_queued = Signal()
 
 
 class ReleaseRefused(ValueError):
@@ -52,8 +52,7 @@ def release_request(*, study: Study, user, license: str = "cc-by-4.0", payment_l
     release = DatasetRelease.objects.create(study=study, requested_by=user, license=license,
                                             payment_list=payment_list, pay_per_item=pay_per_item,
                                             currency=currency.upper())
-    build_release_job = current_app.tasks[BUILD_RELEASE_JOB]
-    transaction.on_commit(lambda: build_release_job.delay(release.pk), robust=True)
+    transaction.on_commit(lambda: release_queued.send(sender=DatasetRelease, release_id=release.pk), robust=True)
     return release
 
 
