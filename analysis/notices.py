@@ -114,6 +114,12 @@ def study_notices_schedule(*, study_id: int) -> None:
     transaction.on_commit(lambda: _queue(study_id), robust=True)
 
 
+def session_ended(*, study_id: int, **kwargs) -> None:
+    """Receiver of ``raters.services.session_ended``: the study may just have become complete, or
+    its α fallen."""
+    study_notices_schedule(study_id=study_id)
+
+
 # A study's notices are due (``study_id``): its receiver (analysis.jobs, connected in
 # analysis.apps) queues the job, which sits above this module.
 notices_queued = Signal()

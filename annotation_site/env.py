@@ -7,6 +7,11 @@ default that behaves differently in production.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import dj_database_url
+
+from analysis.science.judges.endpoints import EndpointError, endpoints_from_environ, parse_networks
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off"}
@@ -68,8 +73,6 @@ def database_config(url: str | None, *, default_sqlite_path: str, prepare_thresh
     """
     if not url:
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": default_sqlite_path}
-    import dj_database_url
-
     scheme = url.split(":", 1)[0].lower()
     if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
         raise EnvError(f"DATABASE_URL scheme {scheme!r} is not supported; use sqlite:/// or postgres://")
@@ -94,8 +97,6 @@ def judge_endpoints() -> dict[str, dict]:
     """Operator judge endpoints from ``JUDGE_ENDPOINTS`` (JSON) and/or the single-endpoint
     ``JUDGE_API_BASE`` / ``JUDGE_MODEL`` / ``JUDGE_API_KEY`` (the endpoint named ``default``).
     A bad entry stops start-up with the reason (analysis.science.judges.endpoints checks the schema)."""
-    from analysis.science.judges.endpoints import EndpointError, endpoints_from_environ
-
     try:
         return endpoints_from_environ(os.environ)
     except EndpointError as exc:
@@ -104,8 +105,6 @@ def judge_endpoints() -> dict[str, dict]:
 
 def envnetworks(name: str) -> list[str]:
     """Comma-separated IP addresses or CIDR networks, each checked."""
-    from analysis.science.judges.endpoints import EndpointError, parse_networks
-
     values = envlist(name, [])
     try:
         parse_networks(values)
@@ -119,8 +118,6 @@ def celery_filesystem_options(folder: str) -> dict:
     embedded broker of ``make run``: messages are files in ``<folder>/queue`` that the web server
     writes and the worker beside it takes (locked per file), so no broker server is needed.
     Fanout (remote control) goes through ``<folder>/control``. Creates the folders."""
-    from pathlib import Path
-
     root = Path(folder).expanduser().resolve()
     queue, control, processed = root / "queue", root / "control", root / "processed"
     for path in (queue, control, processed):

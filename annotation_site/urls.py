@@ -4,7 +4,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from annotation_site.security import login_rate_limited
-from tasks import views as task_views
+from raters import urls as rater_urls
+from tasks import rating_urls, views as task_views
 
 admin.site.login = login_rate_limited(admin.site.login)  # before admin.site.urls builds its routes
 
@@ -14,7 +15,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("tasks.rating_urls")),
-    path("", include("raters.urls")),
+    path("", include((rater_urls.urlpatterns + rating_urls.qualification_urlpatterns, rater_urls.app_name))),
     path("api/", include("annotation_site.api_urls")),
     path("studies/<slug:slug>/judges/", include("analysis.judge_urls")),
     path("studies/<slug:slug>/exports/", include("analysis.export_urls")),

@@ -1,4 +1,6 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 
 from raters.models import (
     AttentionCheck,
@@ -10,6 +12,7 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
+from raters.services import DecisionRefused, rater_block
 
 
 @admin.register(Rater)
@@ -23,12 +26,6 @@ class RaterAdmin(admin.ModelAdmin):
     @admin.action(description="Block selected raters site-wide (asks for a reason)")
     def block_raters(self, request, queryset):
         """Asks for a reason, then blocks each rater through raters.services.rater_block (logged)."""
-        from django.contrib import messages
-        from django.contrib.admin import helpers
-        from django.template.response import TemplateResponse
-
-        from raters.services import DecisionRefused, rater_block
-
         reason = request.POST.get("reason", "").strip()
         if "apply" in request.POST and reason:
             for rater in queryset:

@@ -6,12 +6,11 @@ expected answer is only compared on the server.
 
 * Qualification: a study's ``QualityPolicy`` may require a test of N gold items before work.
   Answers are kept in ``QualificationAnswer`` (not ``Rating``), so they never enter analysis.
-* Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's screens are gold: a
-  gold item on one-item screens (:func:`gold_slot_item`), a whole gold trial on EvalMi trials
-  (:func:`gold_slot_trial`, an instance whose items all have gold answers), a gold comparison in
-  pairwise studies (:func:`gold_slot_comparison`, a ``tasks.ComparisonGold``; its sides are
-  randomised like any comparison's, and the answer is scored in A/B terms, after the screen's
-  left/right was mapped back through the assignment's presentation).
+* Hidden gold: a share ``gold_share`` (study protocol settings) of a rater's screens are gold,
+  slotted into the queue by the assignment engine (``tasks.assignment.gold``): gold items, whole
+  gold trials on EvalMi, gold comparisons in pairwise studies (a ``tasks.ComparisonGold``; its
+  sides are randomised like any comparison's, and the answer is scored here in A/B terms, after
+  the screen's left/right was mapped back through the assignment's presentation).
 * Attention checks: instructed-response items (``AttentionCheck``) scored on the first answer,
   by the rules and quality code (:func:`attention_results_record`), never by the submit.
 * Scoring is off the request path: a submit stores a gold or attention-check answer exactly as
@@ -27,7 +26,7 @@ import random
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from raters.models import (
@@ -40,7 +39,7 @@ from raters.models import (
     RaterStanding,
 )
 from analysis.science import protocols
-from tasks.models import Assignment, Comparison, ComparisonGold, GoldAnswer, Item, Rating, RatingRevision, Study
+from tasks.models import Comparison, ComparisonGold, GoldAnswer, Item, Rating, RatingRevision, Study
 
 
 class QualificationRefused(ValueError):
@@ -270,141 +269,12 @@ def qualification_answer(
     return attempt
 
 
-# ------------------------------------------------------------------ hidden gold and attention checks
+# ------------------------------------------------------------------ attention checks
 
 
 def reserved_item_ids(study: Study) -> set[int]:
     """Items the assignment engine must not hand out as normal work: attention-check items."""
     return set(AttentionCheck.objects.filter(study=study).values_list("item_id", flat=True))
-
-
-def hidden_gold_pool(study: Study) -> list[int]:
-    """Gold items for hidden gold: all gold items except attention checks and, when other gold
-    exists, the qualification items (a rater would recognise those)."""
-    gold = list(
-        Item.objects.filter(study=study, gold__isnull=False).exclude(pk__in=reserved_item_ids(study)).order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    policy = QualityPolicy.for_study(study)
-    if policy.qualification_required:
-        test = {item.pk for item in qualification_items(study, policy)}
-        rest = [pk for pk in gold if pk not in test]
-        if rest:
-            return rest
-    return gold
-
-
-def trial_size(study: Study) -> int:
-    """Items on one screen: ``images_per_trial`` for EvalMi, else 1."""
-    if study.protocol == protocols.EVALMI:
-        return int(study.protocol_settings.get("images_per_trial", 1))
-    return 1
-
-
-def gold_slot_due(*, rater: Rater, study: Study) -> bool:
-    """Whether the rater's next screen should be a gold screen (a gold item, or a gold trial).
-
-    Keeps gold screens / (gold + other screens) at ``gold_share``: with n other screens the rater
-    should have floor(n * share / (1 - share) + phase) gold screens, where the phase in [0, 1) is
-    seeded per rater, so the running count is never off by a whole screen and gold does not come
-    at fixed positions for everyone. Screens are counted, not items: a trial of three is one.
-    """
-    share = float(study.protocol_settings.get("gold_share", 0.0))
-    if share <= 0:
-        return False
-    if study.protocol == protocols.PAIRWISE:
-        mine = Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False).exclude(
-            state=Assignment.State.EXPIRED)
-        is_gold = Q(comparison__gold__isnull=False)
-    else:
-        mine = Assignment.objects.filter(rater=rater, study=study, item__isnull=False).exclude(
-            state=Assignment.State.EXPIRED
-        ).exclude(item__attention_check__isnull=False)
-        is_gold = Q(item__gold__isnull=False)
-    screens = set(mine.values_list("position", flat=True))
-    gold = set(mine.filter(is_gold).values_list("position", flat=True))
-    other = len(screens - gold)
-    phase = random.Random(f"gold:{study.pk}:{rater.pk}").random()
-    return len(gold) < int(other * share / (1 - share) + phase)
-
-
-def _seen_item_ids(rater: Rater, study: Study) -> set[int]:
-    seen = set(Assignment.objects.filter(rater=rater, study=study).values_list("item_id", flat=True))
-    seen |= set(QualificationAnswer.objects.filter(attempt__rater=rater, attempt__study=study).values_list("item_id", flat=True))
-    seen.discard(None)
-    return seen
-
-
-def gold_slot_item(*, rater: Rater, study: Study) -> Item | None:
-    """The gold item to slot in next on a one-item screen, or None (not due, or the rater has
-    seen every gold item). The engine assigns it like any other item (same Assignment, same
-    page, same timing)."""
-    if not gold_slot_due(rater=rater, study=study):
-        return None
-    seen = _seen_item_ids(rater, study)
-    pool = [pk for pk in hidden_gold_pool(study) if pk not in seen]
-    if not pool:
-        return None
-    pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
-    return Item.objects.get(pk=pick)
-
-
-def gold_slot_comparison(*, rater: Rater, study: Study) -> Comparison | None:
-    """The gold comparison to slot in next in a pairwise study, or None (not due, or the rater has
-    had every gold comparison). The engine shows it like any other comparison (same assignment,
-    sides drawn at random, same page)."""
-    if not gold_slot_due(rater=rater, study=study):
-        return None
-    seen = set(Assignment.objects.filter(rater=rater, study=study, comparison__isnull=False)
-               .values_list("comparison_id", flat=True))
-    seen |= set(Rating.objects.filter(rater=rater, study=study, comparison__isnull=False)
-                .values_list("comparison_id", flat=True))
-    pool = [pk for pk in ComparisonGold.objects.filter(comparison__study=study).order_by("comparison_id")
-            .values_list("comparison_id", flat=True) if pk not in seen]
-    if not pool:
-        return None
-    pick = random.Random(f"pick:{study.pk}:{rater.pk}:{len(seen)}").choice(pool)
-    return Comparison.objects.get(pk=pick)
-
-
-def gold_trial_pool(study: Study) -> dict[int, list[int]]:
-    """Gold instances of a trial study: instance id -> its gold item ids (hidden-gold pool only).
-
-    A gold trial must look like any trial, so an instance is gold only when it can fill a whole
-    screen with gold items: at least ``images_per_trial`` of them, or all of its items when it has
-    fewer (a normal trial of such an instance would show as many).
-    """
-    size = trial_size(study)
-    pool = set(hidden_gold_pool(study))
-    gold: dict[int, list[int]] = {}
-    totals: dict[int, int] = {}
-    for pk, instance_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "instance_id"):
-        totals[instance_id] = totals.get(instance_id, 0) + 1
-        if pk in pool:
-            gold.setdefault(instance_id, []).append(pk)
-    return {i: pks for i, pks in gold.items() if len(pks) >= min(size, totals[i])}
-
-
-def gold_slot_trial(*, rater: Rater, study: Study) -> list[Item]:
-    """The items of the gold trial to slot in next (empty when none is due or left).
-
-    The rater never gets a gold trial of an instance they have seen (in work or qualification):
-    the repeated prompt would give it away. Items are drawn and ordered at random (seeded), as the
-    engine does for a normal trial.
-    """
-    if not gold_slot_due(rater=rater, study=study):
-        return []
-    seen = _seen_item_ids(rater, study)
-    seen_instances = set(Item.objects.filter(pk__in=seen).values_list("instance_id", flat=True))
-    pool = {i: pks for i, pks in gold_trial_pool(study).items() if i not in seen_instances}
-    if not pool:
-        return []
-    rng = random.Random(f"trial:{study.pk}:{rater.pk}:{len(seen)}")
-    pks = list(pool[rng.choice(sorted(pool))])
-    rng.shuffle(pks)
-    chosen = pks[: trial_size(study)]
-    items = Item.objects.in_bulk(chosen)
-    return [items[pk] for pk in chosen]
 
 
 def attention_instruction(item: Item) -> str:
@@ -477,14 +347,12 @@ def completion_allowed(*, rater: Rater, study: Study) -> tuple[bool, str]:
 
     Refused when they failed (or skipped) a required qualification, or are rejected or blocked.
     """
-    from raters.services import standing_of
-
     status = qualification_status(rater=rater, study=study)
     if not status.may_work:
         return False, status.message
     if rater.state == Rater.State.BLOCKED:
         return False, "Your participation in this study has ended."
-    standing = standing_of(rater=rater, study=study)
+    standing = RaterStanding.of(rater=rater, study=study)
     if standing.excludes_from_analysis:
         return False, "Your participation in this study has ended."
     return True, ""
@@ -494,11 +362,9 @@ def may_work(*, rater: Rater, study: Study, standing: RaterStanding | None = Non
     """Gate before handing out work: active, not paused/rejected/blocked here, qualified if required.
 
     ``standing``: the rater's standing in the study when the caller has just read it."""
-    from raters.services import standing_of
-
     if not rater.can_rate:
         return False, "Your rater account is not active for rating."
-    standing = standing or standing_of(rater=rater, study=study)
+    standing = standing or RaterStanding.of(rater=rater, study=study)
     if not standing.may_continue:
         if standing.state == standing.State.PAUSED:
             return False, "Your work on this study is paused while a researcher reviews it. Thank you for your patience."
@@ -590,71 +456,3 @@ def gold_confirm(*, study: Study, item: Item, actor, tolerance: float = 0.0, min
         tolerance=tolerance,
         note=f"From the unanimous answers of {candidate.raters} raters; confirmed by {who}",
     )
-
-
-def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, screens: int) -> int:
-    """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
-
-    ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
-    screens it has. Gold screens and attention checks go to seeded random places inside the batch
-    (a check not before its ``after_items``); both through ``tasks.assignment.screen_insert``, so
-    they are ordinary assignments.
-    One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
-    take a whole gold trial (a gold instance), since a lone gold image among normal ones would
-    stand out by its different prompt. Returns how many screens were inserted.
-    """
-    from tasks.assignment import AssignmentUnavailable, comparison_insert, screen_insert
-
-    rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
-    pairwise = study.protocol == protocols.PAIRWISE
-    if pairwise:
-        slot_units = lambda: [c] if (c := gold_slot_comparison(rater=rater, study=study)) else []  # noqa: E731
-    elif trial_size(study) == 1:
-        slot_units = lambda: [item] if (item := gold_slot_item(rater=rater, study=study)) else []  # noqa: E731
-    else:
-        slot_units = lambda: gold_slot_trial(rater=rater, study=study)  # noqa: E731
-    inserted = 0
-    while screens > 0:
-        units = slot_units()
-        if not units:
-            break
-        position = first_position + rng.randrange(screens + inserted + 1)
-        try:
-            if pairwise:  # sides drawn at random, as for every claimed comparison
-                comparison_insert(rater=rater, study=study, comparison=units[0], left=rng.choice("AB"),
-                                  position=position)
-            else:
-                screen_insert(rater=rater, study=study, items=units, position=position)
-        except AssignmentUnavailable:
-            break
-        inserted += 1
-    while screens > 0 and not pairwise:  # attention checks are items: not for pairwise queues
-        check = _attention_due_in_batch(rater, study)
-        if check is None:
-            break
-        # At a seeded random place in the batch, like gold (always last, it told a careless rater
-        # the one screen to read), but not before its ``after_items`` place in the queue.
-        end = first_position + screens + inserted
-        position = rng.randint(min(max(first_position, check.after_items), end), end)
-        try:
-            screen_insert(rater=rater, study=study, items=[check.item], position=position)
-        except AssignmentUnavailable:
-            break
-        inserted += 1
-    return inserted
-
-
-def _attention_due_in_batch(rater: Rater, study: Study) -> AttentionCheck | None:
-    """An attention check whose ``after_items`` is reached by the rater's queue (done or leased)."""
-    done_or_leased = Assignment.objects.filter(rater=rater, study=study).exclude(
-        state=Assignment.State.EXPIRED
-    ).count()
-    assigned = Assignment.objects.filter(rater=rater, study=study, item=OuterRef("item"))
-    check = (
-        AttentionCheck.objects.filter(study=study, after_items__lte=done_or_leased)
-        .exclude(Exists(assigned))
-        .select_related("item")
-        .order_by("after_items", "pk")
-        .first()
-    )
-    return check

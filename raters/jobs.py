@@ -3,7 +3,8 @@
 ``apply_quality_rules_job`` runs every rule of a study (gold accuracy, attention checks and the
 behaviour flags that need everyone's ratings: too fast, straight-lining, low agreement, BT.500).
 It is queued by :func:`raters.services.quality_rules_tick` after a rater finishes a session or
-every N ratings (``QualityPolicy``), with ``transaction.on_commit``. ``apply_rater_rules_job`` runs
+every N ratings (``QualityPolicy``), with ``transaction.on_commit``, through the signals of
+``raters.services`` that ``raters.apps`` connects to the receivers below. ``apply_rater_rules_job`` runs
 one rater's gold and attention rules after their session when the study runs no rules then. In eager mode (no broker,
 the embedded default) it runs right after the rating's commit, in the same request.
 """
@@ -36,3 +37,16 @@ def apply_rater_rules_job(rater_id: int, study_id: int) -> dict | None:
         return services.rater_rules_run(rater_id=rater_id, study_id=study_id)
     except SoftTimeLimitExceeded:
         return None
+
+
+def rater_rules_queue(*, rater_id: int, study_id: int, **kwargs) -> None:
+    """Receiver of ``raters.services.queue_rater_rules``."""
+    apply_rater_rules_job.delay(rater_id, study_id)
+
+
+def study_rules_queue(*, study_id: int, countdown: float, **kwargs) -> None:
+    """Receiver of ``raters.services.queue_study_rules``."""
+    if countdown:
+        apply_quality_rules_job.apply_async(args=[study_id], countdown=countdown)
+    else:
+        apply_quality_rules_job.delay(study_id)

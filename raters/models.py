@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from tasks.models import Assignment, Rating
 
 
 class RaterQuerySet(models.QuerySet):
@@ -22,8 +25,6 @@ class RaterQuerySet(models.QuerySet):
     def with_work_in(self, study) -> "RaterQuerySet":
         """Raters with an assignment or a rating in ``study``: the raters its researchers see and
         decide about (the rater list, a rater's page, a decision). Anyone else is none of their business."""
-        from tasks.models import Assignment, Rating  # tasks imports raters
-
         return self.filter(
             models.Q(pk__in=Assignment.objects.filter(study=study).values("rater_id"))
             | models.Q(pk__in=Rating.objects.filter(study=study).values("rater_id"))
@@ -150,8 +151,6 @@ class QualityPolicy(models.Model):
         return f"Quality policy of {self.study}"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         for name in ("qualification_pass_share", "gold_min_accuracy", "straightline_max_std"):
             value = getattr(self, name)
             if not 0 <= value <= 1:
@@ -216,6 +215,12 @@ class RaterStanding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} in {self.study}: {self.state}"
+
+    @classmethod
+    def of(cls, *, rater: Rater, study) -> "RaterStanding":
+        """The rater's standing in the study; an unsaved pending one when nobody decided yet."""
+        standing = cls.objects.filter(study=study, rater=rater).first()
+        return standing or cls(study=study, rater=rater)
 
     @property
     def excludes_from_analysis(self) -> bool:
@@ -310,8 +315,6 @@ class AttentionCheck(models.Model):
         return self.instruction
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         if self.item_id and self.study_id and self.item.study_id != self.study_id:
             raise ValidationError("The attention-check item must belong to the study")
         if not self.expected_values and not self.expected_answers:

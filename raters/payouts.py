@@ -10,7 +10,7 @@ timed out; they are not approved by this list).
 Bonus: the study's reward on Prolific pays one session (``units_per_session`` screens). A rater
 who took more sessions on the done page ("Rate more") did more paid work; the bonus pays the
 ratings beyond one session at the study's pay per hour and seconds per screen (measured, or the
-estimate: ``tasks.configure_services.study_cost``). Only approved rows get a bonus; without a pay
+estimate: ``raters.costs.study_cost``). Only approved rows get a bonus; without a pay
 per hour the bonus is 0.
 
 The CSV is safe to open in a spreadsheet: text cells starting with ``= + - @`` (or tab / CR) get
@@ -27,6 +27,7 @@ from decimal import Decimal
 from django.db.models import Count
 
 from analysis.science.exports import _csv_text
+from raters.costs import study_cost
 from raters.models import Rater, RaterAction, RaterStanding
 from raters.quality import rater_rows
 from tasks.models import Participation, Rating, Study
@@ -58,8 +59,6 @@ def _last_reason(study: Study, rater_id: int) -> str:
 
 def prolific_decisions(study: Study) -> list[PayoutRow]:
     """One row per Prolific participant of the study, in participant id order."""
-    from tasks.configure_services import study_cost
-
     participations = {p.rater_id: p for p in Participation.objects.filter(
         study=study, rater__platform=Rater.Platform.PROLIFIC).select_related("rater")}
     if not participations:

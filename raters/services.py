@@ -2,6 +2,10 @@
 
 Every decision writes a ``RaterAction`` with its reason, so the rater page shows who decided what
 and why. Automatic rules never overrule a person: a rater a researcher approved stays approved.
+
+What happens above this module is asked for through signals, so nothing here imports it: the
+rules' Celery jobs (``raters.jobs``, connected in ``raters.apps``) and the owners' notices when a
+session ends (``analysis.notices``, connected in ``analysis.apps``).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from functools import partial
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.dispatch import Signal
 from django.utils import timezone
 
+from analysis.science.rater_flags import attention_flag, gold_flag
+from raters.gold import attention_failures, attention_failures_by_rater, gold_accuracy, gold_accuracy_by_rater
 from raters.models import (
     Decision,
     QualityPolicy,
@@ -23,6 +30,8 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
+from raters.quality import BEHAVIOUR_CODES, study_quality
+from tasks.models import Assignment, Rating, Study
 
 logger = logging.getLogger(__name__)
 # A run queued longer ago than this is taken as lost (broker restarted, worker killed before it
@@ -45,15 +54,18 @@ _SEVERITY = {
     RaterStanding.State.BLOCKED: 3,
 }
 
+# A rater's session in a study ended (``study_id``): the study may just have become complete, or
+# its agreement fallen.
+session_ended = Signal()
+# Queue one rater's gold and attention rules (``rater_id``, ``study_id``), or every rule of a study
+# (``study_id``, ``countdown`` seconds or 0). Their receivers queue the job; an error one raises
+# (broker down) is caught and logged here.
+queue_rater_rules = Signal()
+queue_study_rules = Signal()
+
 
 class DecisionRefused(ValueError):
     """A decision was not made; the message says why."""
-
-
-def standing_of(*, rater: Rater, study) -> RaterStanding:
-    """The rater's standing in the study; an unsaved pending one when nobody decided yet."""
-    standing = RaterStanding.objects.filter(study=study, rater=rater).first()
-    return standing or RaterStanding(study=study, rater=rater)
 
 
 @transaction.atomic
@@ -111,8 +123,6 @@ def rater_block(*, rater: Rater, reason: str, actor=None) -> Rater:
     log in: the reason and the actor are kept in ``Rater.state_reason`` (the admin also writes
     its own log entry).
     """
-    from tasks.models import Rating  # tasks imports raters; keep the import inside
-
     reason = (reason or "").strip()
     if not reason:
         raise DecisionRefused("Give a reason: it is kept with the decision and shown in exports")
@@ -132,7 +142,7 @@ def _apply(study, rater: Rater, action: str, reason: str) -> bool:
     """Apply a rule's action (a ``QualityPolicy.Action``); True when the standing changed."""
     if not action:
         return False
-    before = standing_of(rater=rater, study=study).state
+    before = RaterStanding.of(rater=rater, study=study).state
     after = rater_decide(study=study, rater=rater, decision=action, reason=reason, automatic=True).state
     return before != after
 
@@ -144,9 +154,6 @@ def rater_rules_apply(*, rater: Rater, study) -> list[str]:
 
     Returns the reasons of the actions taken (empty when nothing changed).
     """
-    from analysis.science.rater_flags import attention_flag, gold_flag
-    from raters.gold import attention_failures, gold_accuracy
-
     policy = QualityPolicy.for_study(study)
     taken = []
     correct, total = gold_accuracy(rater=rater, study=study)
@@ -166,11 +173,6 @@ def study_rules_apply(*, study) -> dict[int, list[str]]:
 
     Returns rater id -> reasons of the actions taken. Safe to run repeatedly.
     """
-    from raters.quality import BEHAVIOUR_CODES, study_quality
-
-    from analysis.science.rater_flags import attention_flag, gold_flag
-    from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater
-
     policy = QualityPolicy.for_study(study)
     raters = {r.pk: r for r in Rater.objects.filter(ratings__study=study).distinct()}
     taken: dict[int, list[str]] = {}
@@ -212,8 +214,6 @@ def rating_recorded(*, rating, created: bool | None = None, schedule: bool = Tru
     """
     if rating.source == "import" or not schedule:
         return
-    from tasks.models import Assignment
-
     study = rating.study
     session_finished = (
         not Assignment.objects.filter(rater=rating.rater, study=study, state=Assignment.State.LEASED).exists()
@@ -239,9 +239,7 @@ def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, cou
     then instead (``apply_rater_rules_job``), so they still act on every rater, session by session,
     and never right after the one screen that was gold."""
     if session_finished:  # the study may just have become complete, or its α fallen: tell the owners once
-        from analysis.notices import study_notices_schedule
-
-        study_notices_schedule(study_id=study.pk)
+        session_ended.send(sender=Rater, study_id=study.pk)
     policy = QualityPolicy.for_study(study)
     if session_finished and rater is not None and not policy.rules_after_session:
         transaction.on_commit(partial(_rater_rules_queue, rater_id=rater.pk, study_id=study.pk))
@@ -254,18 +252,14 @@ def study_rules_schedule(*, study, session_finished: bool, ratings: int = 1, cou
 
 
 def _rater_rules_queue(*, rater_id: int, study_id: int) -> None:
-    from raters.jobs import apply_rater_rules_job
-
     try:
-        apply_rater_rules_job.delay(rater_id, study_id)
+        queue_rater_rules.send(sender=Rater, rater_id=rater_id, study_id=study_id)
     except Exception:  # broker down: ratings must not fail for it; the study-wide runs still score them
         logger.exception("could not queue the rules of rater %s in study %s", rater_id, study_id)
 
 
 def rater_rules_run(*, rater_id: int, study_id: int) -> dict | None:
     """The rater's gold and attention rules (the job's body); None when the rater or study is gone."""
-    from tasks.models import Study
-
     rater, study = Rater.objects.filter(pk=rater_id).first(), Study.objects.filter(pk=study_id).first()
     if rater is None or study is None:
         return None
@@ -297,8 +291,6 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
         claim = claim.filter(ratings_since_run__gte=every)
     if not claim.update(queued=True, queued_at=now, ratings_since_run=0):
         return False
-    from raters.jobs import apply_quality_rules_job
-
     # Runs are spaced: with many raters a session ends every second, and a run over a large study
     # takes seconds; the queued run waits out the rest of the interval (it still sees every rating).
     last_run = rows.values_list("last_run_at", flat=True).first()
@@ -306,10 +298,7 @@ def quality_rules_tick(*, study_id: int, session_finished: bool, every: int, now
     if last_run is not None:
         wait = max(0.0, settings.QUALITY_RULES_MIN_INTERVAL_SECONDS - (now - last_run).total_seconds())
     try:
-        if wait:
-            apply_quality_rules_job.apply_async(args=[study_id], countdown=wait)
-        else:
-            apply_quality_rules_job.delay(study_id)
+        queue_study_rules.send(sender=Rater, study_id=study_id, countdown=wait)
     except Exception:  # broker down: ratings must not fail for it; the next trigger tries again
         logger.exception("could not queue the quality rules of study %s", study_id)
         rows.update(queued=False)
@@ -336,8 +325,6 @@ def _schedule_count(study_id: int, ratings: int = 1) -> int | None:
 def quality_rules_run(*, study_id: int) -> dict | None:
     """Run every rule of the study (the job's body). Idempotent: rules only ever make a standing
     more severe and skip raters already there. Returns a summary, or None when the study is gone."""
-    from tasks.models import Study
-
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
         return None

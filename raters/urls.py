@@ -2,6 +2,7 @@ from django.urls import path
 
 from raters import payout_views, views
 
+# The qualification test (raters:qualification) is a rating screen: added in annotation_site.urls.
 app_name = "raters"
 
 urlpatterns = [
@@ -12,5 +13,4 @@ urlpatterns = [
     path("studies/<slug:slug>/raters/gold-candidates/", views.gold_candidates, name="gold_candidates"),
     path("studies/<slug:slug>/raters/<int:rater_id>/", views.rater_detail, name="detail"),
     path("studies/<slug:slug>/raters/<int:rater_id>/decide/", views.rater_decision, name="decide"),
-    path("studies/<slug:slug>/qualification/", views.qualification, name="qualification"),
 ]

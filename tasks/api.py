@@ -19,8 +19,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from raters.costs import study_cost
+from raters.models import Rater
+from raters.payouts import prolific_decisions
+from raters.services import DecisionRefused, rater_decide
 from tasks.build_services import study_build_start
 from tasks.builder import BundleInvalid, StudySpec, json_loads_checked
+from tasks.configure_forms import StudyConfigureForm, form_data_for_patch, patch_problems
+from tasks.configure_services import ConfigurationRefused, editable_fields, study_configuration, study_configure
+from tasks.crowd import launch_links
 from tasks.models import Item, Rating, Study, StudyBuild
 from tasks.study_services import StudyActionRefused, study_clone, study_close, study_publish, user_is_researcher
 
@@ -150,14 +157,11 @@ class StudyListCreate(APIView):
 
 class StudyDetail(APIView):
     """GET the study with its configuration, what may change now and its cost estimate; PATCH
-    its configuration (the configure page's form and service: tasks.configure_views)."""
+    its configuration (the configure page's form and service: tasks.configure_forms, tasks.configure_services)."""
 
     permission_classes = RESEARCH_PERMISSIONS
 
     def _output(self, study: Study) -> dict:
-        from tasks.configure_services import editable_fields, study_configuration, study_cost
-        from tasks.configure_views import launch_links
-
         data = dict(StudyOutput(_annotated(Study.objects.filter(pk=study.pk)).get()).data)
         configuration = study_configuration(study)
         if configuration["pay_per_hour"] is not None:
@@ -178,9 +182,6 @@ class StudyDetail(APIView):
     def patch(self, request: Request, slug: str) -> Response:
         """Change configuration fields (names as in ``configuration``). Refused as a whole: 400 for
         a bad value, 409 for a field the study's state does not let change (see ``editable``)."""
-        from tasks.configure_forms import StudyConfigureForm, form_data_for_patch, patch_problems
-        from tasks.configure_services import ConfigurationRefused, study_configure
-
         study = get_study_for_user(request.user, slug)
         problems = patch_problems(request.data)
         if problems:
@@ -285,8 +286,6 @@ class StudyProlificDecisions(APIView):
         "ratings": serializers.IntegerField(), "flags": serializers.CharField(), "standing": serializers.CharField(),
     }, many=True))
     def get(self, request: Request, slug: str) -> Response:
-        from raters.payouts import prolific_decisions
-
         study = get_study_for_user(request.user, slug)
         return Response([{"participant_id": r.participant_id, "session_id": r.session_id, "decision": r.decision,
                           "reason": r.reason, "bonus": f"{r.bonus:.2f}", "ratings": r.ratings, "flags": r.flags,
@@ -308,9 +307,6 @@ class StudyRaterDecision(APIView):
     @extend_schema(request=RaterDecisionInput, responses={200: inline_serializer("RaterStanding", {
         "rater": serializers.IntegerField(), "standing": serializers.CharField(), "reason": serializers.CharField()})})
     def post(self, request: Request, slug: str, rater_id: int) -> Response:
-        from raters.models import Rater
-        from raters.services import DecisionRefused, rater_decide
-
         study = get_study_for_user(request.user, slug)
         rater = get_object_or_404(Rater.objects.with_work_in(study), pk=rater_id)
         data = RaterDecisionInput(data=request.data)

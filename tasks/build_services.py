@@ -1,7 +1,8 @@
 """Study builds: a bundle upload is stored, then turned into a draft study by a background job.
 
 ``study_build_start`` (the page and the API) checks the study fields, stores the zip as a
-StudyBuild and queues :func:`tasks.jobs.study_build_job` once that row commits; in eager mode
+StudyBuild and queues :func:`tasks.jobs.study_build_job` once that row commits (through the
+``build_queued`` signal, which ``tasks.apps`` connects to the job module); in eager mode
 (the embedded default) the job has then already run when the request continues, so small
 bundles still answer at once. ``study_build_run`` is what the job does: claim the build with a
 conditional UPDATE (a second delivery finds nothing to claim), remove what a killed earlier
@@ -16,6 +17,7 @@ import uuid
 
 from django.db import transaction
 from django.db.models import F, Q
+from django.dispatch import Signal
 from django.utils import timezone
 
 from tasks.builder import BundleInvalid, Problem, StudySpec, check_spec, study_build_from_bundle
@@ -24,6 +26,8 @@ from tasks.models import Study, StudyBuild
 
 STALE_AFTER = StudyBuild.STALE_AFTER
 PROGRESS_SECONDS = 1.0  # progress is written at most this often (and at each stage change)
+# A build was stored (``build_id``): its receiver queues the job.
+build_queued = Signal()
 
 
 @transaction.atomic
@@ -46,10 +50,8 @@ def study_build_start(*, upload, spec: StudySpec, owner=None) -> StudyBuild:
 
 
 def _queue(build: StudyBuild) -> None:
-    from tasks.jobs import study_build_job  # the job module imports this one
-
     # robust: an error of the job (already recorded on the build) must not fail the upload request
-    transaction.on_commit(lambda: study_build_job.delay(build.pk), robust=True)
+    transaction.on_commit(lambda: build_queued.send(sender=StudyBuild, build_id=build.pk), robust=True)
 
 
 def study_build_run(*, build_id: int, task_id: str = "") -> StudyBuild | None:

@@ -10,7 +10,6 @@ Access as every research page: ``tasks.research_access.study_for_user`` (Study.o
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -18,15 +17,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from raters.costs import study_cost
 from tasks.configure_forms import StudyConfigureForm, WorkedExampleForm, initial_of
 from tasks.configure_services import (
     ConfigurationRefused,
     attention_checks_set,
     study_configure,
-    study_cost,
     worked_example_add,
     worked_example_remove,
 )
+from tasks.crowd import launch_links
 from tasks.models import Study
 from tasks.research_access import researcher_required, study_for_user
 from tasks.study_services import StudyActionRefused, study_publish
@@ -108,27 +108,6 @@ def study_attention(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 # ------------------------------------------------------------------ launch
-
-PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
-MTURK_SCHEMA = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd"
-
-
-def launch_links(start_url: str) -> dict[str, str]:
-    """The links to paste into each platform, for the study's absolute start URL.
-
-    Prolific fills ``{{%PROLIFIC_PID%}}``, ``{{%STUDY_ID%}}`` and ``{{%SESSION_ID%}}`` (the names
-    tasks.crowd reads). MTurk appends ``assignmentId``, ``hitId``, ``turkSubmitTo`` and
-    ``workerId`` to the ExternalQuestion's URL itself; the URL is XML-escaped in the question.
-    """
-    separator = "&" if "?" in start_url else "?"
-    return {
-        "prolific": f"{start_url}{separator}{PROLIFIC_PARAMETERS}",
-        "mturk": (f'<ExternalQuestion xmlns="{MTURK_SCHEMA}">\n'
-                  f"  <ExternalURL>{escape(start_url)}</ExternalURL>\n"
-                  "  <FrameHeight>0</FrameHeight>\n"
-                  "</ExternalQuestion>"),
-        "invited": start_url,
-    }
 
 
 @researcher_required

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core import checks
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.utils import DEFAULT_DB_ALIAS
@@ -70,8 +71,6 @@ class CompositeForeignKey(models.BaseConstraint):
             raise ValidationError(self.get_violation_error_message(), code=self.violation_error_code)
 
     def _check(self, model, connection):
-        from django.core import checks
-
         errors = model._check_local_fields(set(self.fields), "constraints")
         if not errors and not model._meta.get_field(self.fields[0]).many_to_one:
             errors.append(checks.Error(f"{self.name}: the first field must be a ForeignKey", obj=model,

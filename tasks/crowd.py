@@ -11,8 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit
+from xml.sax.saxutils import escape
+
+from django.conf import settings
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
 
 from raters.models import Rater
+from tasks.assignment import participation_get_or_create
 
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 MTURK_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
@@ -101,11 +108,6 @@ def crowd_participation_join(*, study, entry: CrowdEntry):
     """The crowd worker of ``entry`` consents to ``study``: their rater (created the first time)
     and their participation, created consented. Raises CrowdEntryRefused when somebody else's
     browser began this worker's participation meanwhile with other platform ids."""
-    from django.db import transaction
-    from django.utils import timezone
-
-    from tasks.assignment import participation_get_or_create
-
     with transaction.atomic():
         rater, _ = Rater.objects.get_or_create(platform=entry.platform, external_id=entry.external_id)
         if not rater.can_rate:
@@ -129,9 +131,6 @@ ENTRY_MAX_AGE = 24 * 3600
 
 
 def crowd_entry_remember(response, *, slug: str, entry: CrowdEntry) -> None:
-    from django.conf import settings
-    from django.core import signing
-
     value = {"slug": slug, "platform": entry.platform, "external_id": entry.external_id, "params": entry.params}
     response.set_cookie(
         ENTRY_COOKIE, signing.dumps(value, salt=_ENTRY_SALT, compress=True), max_age=ENTRY_MAX_AGE,
@@ -141,8 +140,6 @@ def crowd_entry_remember(response, *, slug: str, entry: CrowdEntry) -> None:
 
 def crowd_entry_pending(request, *, slug: str) -> CrowdEntry | None:
     """The entry link this browser opened for ``slug`` and has not consented to yet, or None."""
-    from django.core import signing
-
     try:
         value = signing.loads(request.COOKIES.get(ENTRY_COOKIE, ""), salt=_ENTRY_SALT, max_age=ENTRY_MAX_AGE)
     except signing.BadSignature:
@@ -171,9 +168,6 @@ def crowd_raters(request) -> dict[str, int]:
     no more be forged than a session id can be guessed, and it expires like the session cookie.
     A browser that entered under an earlier version has the map in its session instead.
     """
-    from django.conf import settings
-    from django.core import signing
-
     value = request.COOKIES.get(COOKIE)
     if value:
         try:
@@ -189,9 +183,6 @@ def crowd_raters(request) -> dict[str, int]:
 
 def crowd_rater_remember(request, response, *, slug: str, rater_id: int) -> None:
     """Remember on ``response`` that this browser rates ``slug`` as ``rater_id`` (other studies kept)."""
-    from django.conf import settings
-    from django.core import signing
-
     raters = {**crowd_raters(request), slug: rater_id}
     response.set_cookie(
         COOKIE, signing.dumps(raters, salt=_SALT, compress=True), max_age=settings.SESSION_COOKIE_AGE,
@@ -200,6 +191,28 @@ def crowd_rater_remember(request, response, *, slug: str, rater_id: int) -> None
 
 
 def _session_cookie_name() -> str:
-    from django.conf import settings
-
     return settings.SESSION_COOKIE_NAME
+
+
+# ------------------------------------------------------------------ the links to paste into each platform
+
+PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+MTURK_SCHEMA = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd"
+
+
+def launch_links(start_url: str) -> dict[str, str]:
+    """The links to paste into each platform, for the study's absolute start URL.
+
+    Prolific fills ``{{%PROLIFIC_PID%}}``, ``{{%STUDY_ID%}}`` and ``{{%SESSION_ID%}}`` (the names
+    tasks.crowd reads). MTurk appends ``assignmentId``, ``hitId``, ``turkSubmitTo`` and
+    ``workerId`` to the ExternalQuestion's URL itself; the URL is XML-escaped in the question.
+    """
+    separator = "&" if "?" in start_url else "?"
+    return {
+        "prolific": f"{start_url}{separator}{PROLIFIC_PARAMETERS}",
+        "mturk": (f'<ExternalQuestion xmlns="{MTURK_SCHEMA}">\n'
+                  f"  <ExternalURL>{escape(start_url)}</ExternalURL>\n"
+                  "  <FrameHeight>0</FrameHeight>\n"
+                  "</ExternalQuestion>"),
+        "invited": start_url,
+    }

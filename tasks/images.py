@@ -5,12 +5,20 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import time
+from datetime import timedelta
+from pathlib import Path
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.db.models.deletion import ProtectedError
+from django.utils import timezone
 from PIL import Image, UnidentifiedImageError
 
-from tasks.models import StoredImage
+from tasks.derivatives import SIZES, derivative_path
+from tasks.models import StoredImage, StudyBuild
 
 # Refuse images above 64 megapixels: larger files are decompression bombs, not study images.
 MAX_PIXELS = 64_000_000
@@ -108,8 +116,6 @@ def store_pil_image(picture: Image.Image, *, fmt: str = "PNG", name: str = "imag
 def _unused_images(cutoff):
     """Stored images older than ``cutoff`` that no row refers to (every relation that points at
     StoredImage, found from the models, so a new one is covered without a change here)."""
-    from django.db.models import Exists, OuterRef
-
     unused = StoredImage.objects.filter(created_at__lt=cutoff)
     for relation in StoredImage._meta.get_fields(include_hidden=True):
         if relation.is_relation and relation.auto_created and not relation.concrete:
@@ -129,11 +135,6 @@ def images_prune(*, older_than, dry_run: bool = False, chunk: int = 5000, folder
     left for the next run. Files go only after their rows' commit. ``folder``: only images whose
     file is in that subfolder (a failed study build's).
     """
-    from django.db.models.deletion import ProtectedError
-    from django.utils import timezone
-
-    from tasks.derivatives import SIZES, derivative_path
-
     def unused():
         found = _unused_images(timezone.now() - older_than)
         return found.filter(file__contains=f"/{folder}/") if folder else found
@@ -172,13 +173,6 @@ def orphan_files_prune(*, older_than, dry_run: bool = False, folder: str = "") -
     upload may be between its file write and its commit. ``folder``: only image originals in
     that subfolder (a failed study build's own, removed with the folder once empty).
     """
-    import time
-    from pathlib import Path
-
-    from django.conf import settings
-
-    from tasks.models import StudyBuild
-
     root = Path(settings.MEDIA_ROOT)
     cutoff = time.time() - older_than.total_seconds()
     base = str(StoredImage._meta.get_field("file").upload_to).split("/")[0]
@@ -217,7 +211,5 @@ def orphan_files_prune(*, older_than, dry_run: bool = False, folder: str = "") -
 def images_discard(*, folder: str) -> None:
     """Remove what a failed upload wrote under ``folder``: its image rows nothing uses (another
     upload may have reused one meanwhile: that one stays) and then every file there without a row."""
-    from datetime import timedelta
-
     images_prune(older_than=timedelta(0), folder=folder)
     orphan_files_prune(older_than=timedelta(seconds=-60), folder=folder)

@@ -30,3 +30,8 @@ def study_build_job(self, build_id: int) -> dict | None:
     if build is None:
         return None
     return {"build": build.pk, "state": build.state, "study": build.study_id}
+
+
+def study_build_queue(*, build_id: int, **kwargs) -> None:
+    """Receiver of ``tasks.build_services.build_queued``."""
+    study_build_job.delay(build_id)

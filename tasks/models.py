@@ -12,6 +12,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from analysis.science import protocols
+from analysis.science.task_types import applicable_settings
 from tasks.constraints import CompositeForeignKey
 
 
@@ -139,8 +140,7 @@ class Study(models.Model):
             self.settings = protocols.get_protocol(self.protocol).clean_settings(self.settings)
         except protocols.ProtocolError as exc:
             raise ValidationError({"settings": str(exc)}) from None
-        from analysis.science.task_types import applicable_settings  # settings of another task are not stored
-
+        # settings of another task are not stored
         self.settings = applicable_settings(self.protocol, self.task_type, self.settings)
         if self.protocol == protocols.IMAGENHUB and self.task_type not in protocols.IMAGENHUB_TASKS:
             raise ValidationError({"task_type": f"ImagenHub studies need one of: {', '.join(protocols.IMAGENHUB_TASKS)}"})

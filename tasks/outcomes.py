@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db.models import TextChoices
 from django.utils import timezone
 
+from raters.gold import completion_allowed, qualification_status
 from raters.models import Rater
 from tasks import crowd
 from tasks.models import Participation, Rating, Study
@@ -83,8 +84,6 @@ def closed_exit(*, study: Study, participation: Participation) -> Exit:
     gets that outcome's code. A completed outcome without a completion code falls back to the
     closed code, so a crowd rater is never left without one when the study has any.
     """
-    from raters.gold import completion_allowed, qualification_status
-
     rater = participation.rater
     if not Rating.objects.filter(rater=rater, study=study).exists():
         status = qualification_status(rater=rater, study=study)
@@ -108,7 +107,5 @@ def closed_exit(*, study: Study, participation: Participation) -> Exit:
 
 def refusal_outcome(*, study: Study, rater: Rater) -> Outcome:
     """Why a rater is refused the completion code: the qualification, else screening."""
-    from raters.gold import qualification_status
-
     return Outcome.SCREENED_OUT if qualification_status(rater=rater, study=study).may_work \
         else Outcome.QUALIFICATION_FAILED

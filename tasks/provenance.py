@@ -38,7 +38,9 @@ from django.db.models.signals import post_save
 from django.template.loader import render_to_string
 
 from analysis.science import protocols
-from tasks.models import ComparisonGold, GoldAnswer, ProtocolVersion, Study
+from raters.models import AttentionCheck, QualityPolicy
+from tasks.models import ComparisonGold, GoldAnswer, ProtocolVersion, Study, WorkedExample
+from tasks.rating_context import rubric_context
 
 _SCREEN_TEMPLATES = ("rating/layout.html", "rating/screen.html", "rating/_rubric.html")
 
@@ -62,10 +64,8 @@ _SPACE = re.compile(r"[ \t]+")
 
 @lru_cache(maxsize=64)
 def _rubric_text(protocol: str, task: str, settings_json: str) -> str:
-    from tasks.rating_views import _rubric_context  # the rubric's own context, as raters get it
-
     study = Study(protocol=protocol, task_type=task, settings=json.loads(settings_json))
-    rendered = render_to_string("rating/_rubric.html", _rubric_context(study))
+    rendered = render_to_string("rating/_rubric.html", rubric_context(study))  # the rubric's own context, as raters get it
     text = html.unescape(_TAG.sub(" ", rendered))
     lines = [_SPACE.sub(" ", line).strip() for line in text.splitlines()]
     return "\n".join(line for line in lines if line)
@@ -73,8 +73,6 @@ def _rubric_text(protocol: str, task: str, settings_json: str) -> str:
 
 def protocol_content(study: Study) -> dict:
     """The full text of the study's protocol as raters meet it now (see module docstring)."""
-    from raters.models import AttentionCheck, QualityPolicy
-
     settings = study.protocol_settings
     max_subs = max((len(s) for s in study.instances.values_list("sub_questions", flat=True)), default=0)
     definition = study.protocol_def
@@ -121,22 +119,9 @@ def protocol_content(study: Study) -> dict:
     }
 
 
-def _example_model():
-    """The study's worked examples model, if this site has one (added beside this module)."""
-    from django.apps import apps
-
-    try:
-        return apps.get_model("tasks", "WorkedExample")
-    except LookupError:
-        return None
-
-
 def _worked_examples(study: Study) -> list[dict]:
-    model = _example_model()
-    if model is None:
-        return []
     return [{"position": position, "caption": caption, "image_sha256": sha}
-            for position, caption, sha in model.objects.filter(study=study).order_by("position", "id")
+            for position, caption, sha in WorkedExample.objects.filter(study=study).order_by("position", "id")
             .values_list("position", "caption", "image__sha256")]
 
 
@@ -221,9 +206,6 @@ def _after_part_change(sender, instance, raw: bool = False, **kwargs) -> None:
 
 
 def connect_signals() -> None:
-    from raters.models import AttentionCheck, QualityPolicy
-
     post_save.connect(_after_study_save, sender=Study, dispatch_uid="provenance-study")
-    examples = _example_model()
-    for model in (GoldAnswer, ComparisonGold, AttentionCheck, QualityPolicy, *([examples] if examples else [])):
+    for model in (GoldAnswer, ComparisonGold, AttentionCheck, QualityPolicy, WorkedExample):
         post_save.connect(_after_part_change, sender=model, dispatch_uid=f"provenance-save-{model.__name__}")

@@ -398,7 +398,18 @@ def display_screen(*, study, item: Item, number: int, total: int) -> Screen:
 
     Its assignment is never saved: it only carries what the templates and ``parse_entries``
     read. Its fields are named like any screen's (``u0-SC``); a stale page (another tab answered
-    meanwhile) is recognised by the question number the form carries (``raters.views``).
+    meanwhile) is recognised by the question number the form carries (``tasks.qualification_views``).
     """
     assignment = Assignment(pk=item.pk, study=study, item=item, position=number - 1, slot=0)
     return Screen(study=study, position=number - 1, number=number, total=total, assignments=[assignment])
+
+
+def rubric_context(study) -> dict:
+    """What the rubric template (rating/_rubric.html) is rendered with, for raters and for the
+    protocol text kept with each rating (tasks.provenance)."""
+    return {
+        "protocol": study.protocol,
+        "task": study.task_type,
+        "settings": study.protocol_settings,
+        "conditions": protocols.IMAGENHUB_CONDITIONS.get(study.task_type, ()),
+    }

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from tasks import rating_views
+from tasks import qualification_views, rating_views
 
 app_name = "rating"
 
@@ -17,4 +17,10 @@ urlpatterns = [
     path("s/<slug:slug>/more", rating_views.more, name="more"),
     path("s/<slug:slug>/done", rating_views.done, name="done"),
     path("img/<str:sha256>/<str:size>", rating_views.image, name="image"),
+]
+
+# The qualification test: a rating screen, named in the raters' namespace (raters:qualification)
+# where annotation_site.urls includes it with raters.urls.
+qualification_urlpatterns = [
+    path("studies/<slug:slug>/qualification/", qualification_views.qualification, name="qualification"),
 ]

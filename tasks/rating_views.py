@@ -20,7 +20,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from raters.gold import completion_allowed, qualification_status
 from raters.models import QualificationAttempt, Rater
 from tasks import crowd, outcomes
-from analysis.science import protocols
 from tasks.assignment import (
     AssignmentUnavailable,
     Screen,
@@ -39,6 +38,7 @@ from tasks.models import Assignment, ConditionImage, Item, Participation, Rating
 from tasks.rating_context import (
     StaleScreen,
     parse_entries,
+    rubric_context,
     screen_images,
     screen_view,
     selections_from,
@@ -247,16 +247,7 @@ def instructions(request: HttpRequest, slug: str) -> HttpResponse:
             participation.save(update_fields=["instructions_seen_at"])
         return redirect("rating:next", study.slug)
     return render(request, "rating/instructions.html", {
-        "study": study, "examples": study.worked_examples.select_related("image"), **_rubric_context(study)})
-
-
-def _rubric_context(study: Study) -> dict:
-    return {
-        "protocol": study.protocol,
-        "task": study.task_type,
-        "settings": study.protocol_settings,
-        "conditions": protocols.IMAGENHUB_CONDITIONS.get(study.task_type, ()),
-    }
+        "study": study, "examples": study.worked_examples.select_related("image"), **rubric_context(study)})
 
 
 def rubric(request: HttpRequest, slug: str) -> HttpResponse:
@@ -265,7 +256,7 @@ def rubric(request: HttpRequest, slug: str) -> HttpResponse:
     if (refused := _not_public(request, study)) is not None:
         return refused
     template = "rating/rubric_page.html#rubric" if request.htmx else "rating/rubric_page.html"
-    return render(request, template, {"study": study, **_rubric_context(study)})
+    return render(request, template, {"study": study, **rubric_context(study)})
 
 
 def _unit_url(study: Study, position: int) -> str:

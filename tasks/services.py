@@ -14,6 +14,7 @@ from raters.gold import may_work
 from raters.models import Rater, RaterStanding
 from raters.services import rating_recorded, study_rules_schedule
 from analysis.science import protocols
+from tasks.assignment import next_position
 from tasks.models import Assignment, Comparison, Item, Rating, RatingRevision, ScreenReport, Study
 
 
@@ -275,8 +276,6 @@ def _screen_store(*, rater: Rater, screen, entries: list[dict], look_up: bool = 
             if len(screen.assignments) > 1:
                 raise RatingRejected(f"Image {number}: {exc}") from None
             raise
-    from tasks.assignment import next_position  # tasks.assignment imports this module's neighbours
-
     screen.next_leased = next_position(rater=rater, study=screen.study)
     # An edit of a finished session is not a second finish.
     study_rules_schedule(study=screen.study, session_finished=screen.next_leased is None and any(

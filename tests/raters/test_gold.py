@@ -7,17 +7,16 @@ from raters.gold import (
     completion_allowed,
     gold_candidates,
     gold_confirm,
-    gold_slot_item,
     may_work,
     qualification_answer,
     qualification_next_item,
     qualification_start,
     qualification_status,
-    quality_slots_insert,
 )
 from raters.models import QualificationAnswer, QualityPolicy
 from raters.services import rater_decide
-from tasks.assignment import assignment_batch_claim
+from tasks.assignment import assignment_batch_claim, quality_slots_insert
+from tasks.assignment.gold import gold_slot_item
 from tasks.models import Assignment, GoldAnswer, Rating
 from tests.factories import make_attention_check, make_gold, make_item, make_rater, make_study, make_user
 

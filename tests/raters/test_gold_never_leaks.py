@@ -232,7 +232,7 @@ def test_an_evalmi_rater_gets_whole_gold_trials_at_the_study_share_of_screens(cl
 
 
 def test_an_instance_with_too_few_gold_items_for_a_trial_is_not_a_gold_trial():
-    from raters.gold import gold_trial_pool
+    from tasks.assignment.gold import gold_trial_pool
 
     study = make_study(protocol="evalmi", task_type="counting", settings={"images_per_trial": 3, "gold_share": 0.5})
     half, small, full = make_instance(study), make_instance(study), make_instance(study)

@@ -8,8 +8,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from raters.gold import gold_accuracy, gold_accuracy_by_rater, gold_ratings
-from raters.models import QualityPolicy
-from raters.services import standing_of
+from raters.models import QualityPolicy, RaterStanding
 from tasks.assignment import assignment_batch_claim
 from tasks.models import Assignment, Comparison, ComparisonGold, Rating
 from tasks.services import rating_submit
@@ -101,15 +100,15 @@ def test_pairwise_gold_counts_toward_gold_accuracy_and_the_rules_like_item_gold(
     with django_capture_on_commit_callbacks(execute=True):
         rating_submit(rater=careless, comparison=golds[0].comparison, values={"preference": "B"},
                       require_assignment=False)
-    assert standing_of(rater=careless, study=study).state != "paused"  # one gold answer: too few to judge
+    assert RaterStanding.of(rater=careless, study=study).state != "paused"  # one gold answer: too few to judge
     with django_capture_on_commit_callbacks(execute=True):
         rating_submit(rater=careless, comparison=golds[1].comparison, values={"preference": "tie"},
                       require_assignment=False)
     assert gold_accuracy(rater=careful, study=study) == (2, 2)
     assert gold_accuracy(rater=careless, study=study) == (1, 2)
     assert gold_accuracy_by_rater(study) == {careful.pk: (2, 2), careless.pk: (1, 2)}
-    assert standing_of(rater=careless, study=study).state == "paused"
-    assert standing_of(rater=careful, study=study).state != "paused"
+    assert RaterStanding.of(rater=careless, study=study).state == "paused"
+    assert RaterStanding.of(rater=careful, study=study).state != "paused"
     # Ratings of normal comparisons are not gold answers.
     rating_submit(rater=careful, comparison=make_comparison(study), values={"preference": "B"}, require_assignment=False)
     assert gold_accuracy(rater=careful, study=study) == (2, 2)
@@ -180,11 +179,11 @@ def test_a_rater_s_gold_comparisons_are_scored_through_the_real_pairwise_screens
     stored = Rating.objects.filter(rater=careful, comparison_id__in=gold_ids)
     assert {r.values["preference"] for r in stored} == {"A"}
     assert {r.presentation["left"] for r in stored} == {"A", "B"}
-    assert standing_of(rater=careful, study=study).state != "paused"
+    assert RaterStanding.of(rater=careful, study=study).state != "paused"
 
     careless = work("carelessP2", lambda assignment, order: "left")
     assert gold_accuracy(rater=careless, study=study) == (1, 2)
-    assert standing_of(rater=careless, study=study).state == "paused"
+    assert RaterStanding.of(rater=careless, study=study).state == "paused"
 
     # The researcher sees each gold answer as given and as the rater saw it.
     client.cookies.clear()

@@ -10,6 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from raters.costs import study_cost
 from raters.models import QualityPolicy
 from tasks.configure_services import (
     EXAMPLE_MAX_BYTES,
@@ -17,11 +18,10 @@ from tasks.configure_services import (
     ConfigurationRefused,
     study_configuration,
     study_configure,
-    study_cost,
     worked_example_add,
 )
 from analysis.export_services import sparse_layouts
-from tasks.configure_views import launch_links
+from tasks.crowd import launch_links
 from tasks.models import Rating, Study, WorkedExample
 from tests.factories import make_item, make_rater, make_study, make_user, png_bytes
 

@@ -18,9 +18,9 @@ unit matters), not on every request: until then a late rater simply keeps their 
 returning rater gets back the expired units that still have room.
 
 Gold items (``item.gold`` exists), gold comparisons and attention-check items never enter the
-normal pool: after each batch ``raters.gold.quality_slots_insert`` places them into the rater's
-queue with ``screen_insert`` (``comparison_insert``), outside the quota (a gold EvalMi trial is
-one screen of several gold items).
+normal pool: after each batch ``quality_slots_insert`` places them into the rater's queue with
+``screen_insert`` (``comparison_insert``), outside the quota (a gold EvalMi trial is one screen of
+several gold items); what is due when is decided in ``tasks.assignment.gold``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
-from raters.gold import may_work, quality_slots_insert
+from raters.gold import may_work
 from raters.models import AttentionCheck, QualityPolicy, Rater, RaterStanding
 from analysis.science import protocols
+from tasks.assignment.gold import attention_check_due, gold_slot_comparison, gold_slot_item, gold_slot_trial, trial_size
 from tasks.joined import JoinedRow, Part
 from tasks.models import (
     RANK_RANGE,
@@ -796,3 +797,53 @@ def screen_shown(*, rater: Rater, screen: Screen, now: datetime | None = None) -
             assignment.lease_expires_at = first
     for assignment in screen.assignments:
         assignment.shown_at = now
+
+
+def quality_slots_insert(*, rater: Rater, study: Study, first_position: int, screens: int) -> int:
+    """Slot hidden gold (and due attention checks) into a batch the engine just claimed.
+
+    ``first_position`` and ``screens``: where the batch starts in the rater's queue and how many
+    screens it has. Gold screens and attention checks go to seeded random places inside the batch
+    (a check not before its ``after_items``); both through :func:`screen_insert`, so they are
+    ordinary assignments. What is due comes from :mod:`tasks.assignment.gold`.
+    One-item screens (ImagenHub, EvalMi with one image per trial) take a gold item; EvalMi trials
+    take a whole gold trial (a gold instance), since a lone gold image among normal ones would
+    stand out by its different prompt. Returns how many screens were inserted.
+    """
+    rng = random.Random(f"slots:{study.pk}:{rater.pk}:{first_position}")
+    pairwise = study.protocol == protocols.PAIRWISE
+    if pairwise:
+        slot_units = lambda: [c] if (c := gold_slot_comparison(rater=rater, study=study)) else []  # noqa: E731
+    elif trial_size(study) == 1:
+        slot_units = lambda: [item] if (item := gold_slot_item(rater=rater, study=study)) else []  # noqa: E731
+    else:
+        slot_units = lambda: gold_slot_trial(rater=rater, study=study)  # noqa: E731
+    inserted = 0
+    while screens > 0:
+        units = slot_units()
+        if not units:
+            break
+        position = first_position + rng.randrange(screens + inserted + 1)
+        try:
+            if pairwise:  # sides drawn at random, as for every claimed comparison
+                comparison_insert(rater=rater, study=study, comparison=units[0], left=rng.choice("AB"),
+                                  position=position)
+            else:
+                screen_insert(rater=rater, study=study, items=units, position=position)
+        except AssignmentUnavailable:
+            break
+        inserted += 1
+    while screens > 0 and not pairwise:  # attention checks are items: not for pairwise queues
+        check = attention_check_due(rater, study)
+        if check is None:
+            break
+        # At a seeded random place in the batch, like gold (always last, it told a careless rater
+        # the one screen to read), but not before its ``after_items`` place in the queue.
+        end = first_position + screens + inserted
+        position = rng.randint(min(max(first_position, check.after_items), end), end)
+        try:
+            screen_insert(rater=rater, study=study, items=[check.item], position=position)
+        except AssignmentUnavailable:
+            break
+        inserted += 1
+    return inserted
