@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.export_input import study_export_input
+from analysis.export_services import export_fits_in_a_request, study_vote_count
 from analysis.science.exports import iter_export_zip
 from analysis.judge_services import (RUNNABLE_KINDS, JudgeRunError, judge_endpoint_list, judge_run_cancel,
                                      judge_run_request, judge_run_resume)
@@ -40,8 +41,6 @@ class StudyExport(APIView):
 
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY, 409: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
-        from analysis.export_services import export_fits_in_a_request, study_vote_count
-
         study = Study.objects.visible_or_404(request.user, slug)
         if not export_fits_in_a_request(study):  # never written inside a request: the background export
             return Response({"detail": f"{study.slug} has {study_vote_count(study)} votes, too many to export inside a "

@@ -21,9 +21,11 @@ from analysis.science.agreement import agreement_table, krippendorff_alpha, reli
 from analysis.importers import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.science.progress import Progress, study_progress
-from analysis.report import QA_DIMENSION, build_report
+from analysis.report import build_report
+from analysis.science.report import QA_DIMENSION
 from analysis.science import protocols
 from raters.models import Rater, RaterAction
+from raters.quality import rater_rows
 from tasks.models import Comparison, Item, Rating, Study
 
 DASHBOARD_BOOTSTRAP = 200  # replicates for agreement CIs on the live dashboard (the report uses more)
@@ -196,8 +198,6 @@ class RaterCard:
 def rater_quality(study: Study, *, limit: int = 30) -> tuple[dict[str, int], list[RaterCard]]:
     """Standing counts over every rater with work in the study, and its most active raters with
     their flags, from the same rows as the raters page (raters.quality.rater_rows)."""
-    from raters.quality import rater_rows
-
     rows = rater_rows(study)
     standings: dict[str, int] = {}
     for row in rows:

@@ -27,7 +27,9 @@ from analysis import data as analysis_data
 from analysis.dashboard import study_threshold
 from analysis.science.exports import CSV_CHUNK_ROWS, ExportInput
 from analysis.importers import IMAGENHUB_FOLDER_TASKS
+from analysis.report import build_report
 from analysis.science import protocols
+from raters.quality import rater_rows
 from tasks.models import Comparison, Study
 
 PROTOCOL_VERSION = "1"
@@ -145,8 +147,6 @@ class _Plan:
 
 def study_export_input(study: Study) -> ExportInput:
     """The export of ``study``: its numbers now, its vote rows and report when the zip asks."""
-    from analysis.report import build_report  # the report imports the whole analysis stack
-
     plan = _Plan(study)
     instances = pd.DataFrame.from_records(
         list(study.instances.values_list("key", "prompt", "question", "sub_questions")),
@@ -170,8 +170,6 @@ def rater_info(study: Study) -> pd.DataFrame:
     """Per rater with work in the study: platform, crowd id (Prolific PID, MTurk worker id, the
     imported source's rater name; empty for invited site users, whose user names stay out), the
     standing in the study and the quality flags the raters page shows (codes, ``;``-separated)."""
-    from raters.quality import rater_rows  # the raters app reads tasks; import at call time
-
     records = [(rater_label(row.rater.pk), row.rater.platform,
                 row.rater.external_id if row.rater.platform != "local" else "", row.state,
                 ";".join(row.flag_codes)) for row in rater_rows(study)]

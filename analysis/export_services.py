@@ -26,9 +26,12 @@ from django.conf import settings
 from django.core.files.base import File
 from django.db import transaction
 from django.db.models import Q
+from django.dispatch import Signal
 from django.utils import timezone
 
+from analysis.export_input import study_export_input
 from analysis.models import StudyExport
+from analysis.science.exports import iter_export_zip
 from tasks.models import Rating, Study
 
 
@@ -37,6 +40,23 @@ PROGRESS_SECONDS = 1.0  # progress is written at most this often
 
 class ExportError(ValueError):
     """An export cannot be started; the message says why."""
+
+
+def sparse_layouts(study: Study) -> list[str]:
+    """Why the export's per-rater layouts will have gaps for this study ('' list when none).
+
+    The ImagenHub TSVs hold one file per rater with a row per sample only where that rater rated
+    every model on it; in balanced mode raters get a share of the items, so most rows are
+    missing. The per-vote and per-item tables are complete in every mode.
+    """
+    notes = []
+    if "imagenhub" in study.protocol_def.export_layouts and study.assignment_mode == Study.AssignmentMode.BALANCED:
+        notes.append(
+            "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
+            "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "
+            "most samples are missing from each rater's file. Use votes.csv or items.csv for analysis; the "
+            "TSVs match ImagenHub's layout only for whole-set studies.")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -51,8 +71,6 @@ class ExportKind:
 
 
 def _dataset_chunks(study: Study, progress: Callable[[str, int, int], None]) -> Iterator[bytes]:
-    from analysis.export_input import study_export_input
-    from analysis.science.exports import iter_export_zip
 
     progress("reading the votes", 0, 0)
     data = study_export_input(study)
@@ -109,11 +127,14 @@ def study_export_start(*, study: Study, user, kind: str = "dataset") -> StudyExp
     return export
 
 
-def _queue(export: StudyExport) -> None:
-    from analysis.jobs import study_export_job  # the job module imports this one
+# An export was stored (``export_id``): its receiver (analysis.jobs, connected in analysis.apps)
+# queues the job, which sits above this module.
+export_queued = Signal()
 
+
+def _queue(export: StudyExport) -> None:
     # robust: an error of the job (recorded on the export) must not fail the request that asked
-    transaction.on_commit(lambda: study_export_job.delay(export.pk), robust=True)
+    transaction.on_commit(lambda: export_queued.send(sender=StudyExport, export_id=export.pk), robust=True)
 
 
 def study_export_run(*, export_id: int, task_id: str = "") -> StudyExport | None:

@@ -13,10 +13,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from analysis.export_services import (EXPORT_KINDS, ExportError, export_fits_in_a_request, export_for_download,
-                                      exports_for, study_export_start, study_vote_count)
+                                      exports_for, sparse_layouts, study_export_start,
+                                      study_vote_count)
 from tasks.models import Study
-from tasks.configure_views import sparse_layouts
-from tasks.research_views import researcher_required
+from tasks.research_access import researcher_required
 
 
 def _context(request: HttpRequest, study: Study) -> dict:

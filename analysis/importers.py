@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from analysis.science import formats
 from analysis.science.correlation import viescore_table
+from analysis.science.report import HUMAN_REFERENCE
 from analysis.models import Judge, JudgeRun, JudgeScore
 from analysis.sql import cyclic_gc_paused, fast_insert
 from raters.models import Rater
@@ -58,7 +59,6 @@ IMAGENHUB_FOLDER_TASKS = {
 }
 LOWER_IS_BETTER_METRICS = {"LPIPS"}
 EVALMI_REFERENCE_JUDGE = "evalmi-50k-published-human"
-HUMAN_REFERENCE = "human_reference"
 # the long-format importer takes scores on scales: the protocols whose ratings are such scores
 RATED_PROTOCOLS = tuple(key for key, definition in protocols.PROTOCOLS.items() if definition.has_scales)
 _RATER_FILE_RE = re.compile(r"_rater(\d+)\.tsv$")

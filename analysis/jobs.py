@@ -11,6 +11,8 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from analysis import export_services, judge_services
+from analysis.notices import study_notices_run
+from analysis.release_services import release_execute, release_fail
 
 # A judge run over a few hundred items with an MLLM takes minutes to an hour; a run cut by the
 # limit is marked failed and can be resumed where it stopped.
@@ -54,8 +56,6 @@ def study_export_job(self, export_id: int) -> dict | None:
 def study_notices_job(study_id: int) -> int | None:
     """Completion and low-agreement notices of a study (analysis.notices); idempotent: each event
     is recorded once, so a second delivery sends nothing."""
-    from analysis.notices import study_notices_run
-
     try:
         return study_notices_run(study_id=study_id)
     except SoftTimeLimitExceeded:
@@ -65,8 +65,6 @@ def study_notices_job(study_id: int) -> int | None:
 @shared_task(acks_late=True, soft_time_limit=SOFT_LIMIT_SECONDS, time_limit=HARD_LIMIT_SECONDS)
 def build_release_job(release_id: int) -> dict | None:
     """Build a dataset release (analysis.release_services.release_execute); a failure is recorded."""
-    from analysis.release_services import release_execute, release_fail
-
     try:
         release = release_execute(release_id=release_id)
     except SoftTimeLimitExceeded:
@@ -76,3 +74,22 @@ def build_release_job(release_id: int) -> dict | None:
         release_fail(release_id=release_id, error=f"{type(exc).__name__}: {exc}")
         raise
     return None if release is None else {"release": release.pk, "state": release.state, "size": release.size}
+
+
+# Receivers of the services' "queued" signals (connected in analysis.apps): the services sit below
+# this module, so they announce the work and the job module queues it.
+
+def run_judge_queue(*, run_id: int, **kwargs) -> None:
+    run_judge_job.delay(run_id)
+
+
+def study_export_queue(*, export_id: int, **kwargs) -> None:
+    study_export_job.delay(export_id)
+
+
+def study_notices_queue(*, study_id: int, **kwargs) -> None:
+    study_notices_job.delay(study_id)
+
+
+def build_release_queue(*, release_id: int, **kwargs) -> None:
+    build_release_job.delay(release_id)

@@ -30,6 +30,7 @@ import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
+from django.dispatch import Signal
 from django.utils import timezone
 from PIL import Image
 
@@ -365,10 +366,13 @@ def _execute_embedding_batches(run: JudgeRun, units, params: embedding.Embedding
 
 # ------------------------------------------------------------------------ run lifecycle
 
-def _queue(run: JudgeRun) -> None:
-    from analysis.jobs import run_judge_job  # the job module imports this one
+# A judge run is due (``run_id``): its receiver (analysis.jobs, connected in analysis.apps) queues
+# the job, which sits above this module.
+run_queued = Signal()
 
-    transaction.on_commit(lambda: run_judge_job.delay(run.id))
+
+def _queue(run: JudgeRun) -> None:
+    transaction.on_commit(lambda: run_queued.send(sender=JudgeRun, run_id=run.id))
 
 
 # Metrics that compare the output with its source image, those that also need the edit's mask,

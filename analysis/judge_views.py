@@ -8,8 +8,6 @@ differently. Researchers who own the study (and staff) only.
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -24,8 +22,9 @@ from analysis.judge_services import (JudgeRunError, judge_endpoint_list, judge_r
                                      judge_run_resume)
 from analysis.science.judges.pairwise_agreement import majority_label, pairwise_agreement, single_label
 from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
-from analysis.report import QA_DIMENSION, human_item_scores
-from analysis.science import protocols
+from analysis.report import human_item_scores
+from analysis.science.report import QA_DIMENSION
+from analysis.science import plots, protocols
 from tasks.models import Item, Rating, Study
 
 DISAGREEMENTS_SHOWN = 12
@@ -224,42 +223,15 @@ def run_start(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def scatter_svg(request: HttpRequest, slug: str) -> HttpResponse:
     """Judge score (y) against the rater-averaged human score (x), one panel per model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     study = Study.objects.visible_or_404(request.user, slug)
     judge, dimension, human_dim = request.GET.get("judge"), request.GET.get("dim"), request.GET.get("human")
     if not (judge and dimension and human_dim):
         raise Http404("choose a judge and a dimension")
     paired = _paired(study, judge, dimension, human_dim)
-    models = sorted(paired["model"].unique())[:SCATTER_MODELS_MAX] if not paired.empty else []
-    cols = max(1, min(4, len(models)))
-    rows = max(1, -(-len(models) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.8 * rows), squeeze=False, sharex=True, sharey=True)
-    for ax in axes.flat:
-        ax.set_visible(False)
-    for ax, model in zip(axes.flat, models):
-        part = paired[paired["model"] == model]
-        ax.set_visible(True)
-        ax.scatter(part["human"], part["value"], s=22, alpha=0.75, color="#2457c5", edgecolor="white", linewidth=0.5)
-        rho = part["human"].corr(part["value"], method="spearman") if len(part) > 2 else float("nan")
-        ax.set_title(f"{model}  (n={len(part)}, SRCC {rho:.2f})" if rho == rho else f"{model}  (n={len(part)})", fontsize=9)
-        ax.grid(alpha=0.3)
-        scale = study.protocol_def.score_scale
-        ax.set_xlabel(f"human {human_dim}" + (f" ({scale})" if scale != "raw" else ""), fontsize=8)
-        ax.set_ylabel(f"{judge} {dimension}", fontsize=8)
-        ax.tick_params(labelsize=7)
-    if not models:
-        axes.flat[0].set_visible(True)
-        axes.flat[0].text(0.5, 0.5, "no item scored by both\nthe judge and the raters", ha="center", va="center")
-        axes.flat[0].axis("off")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
-    plt.close(fig)
-    return HttpResponse(buffer.getvalue(), content_type="image/svg+xml")
+    scale = study.protocol_def.score_scale
+    x_label = f"human {human_dim}" + (f" ({scale})" if scale != "raw" else "")
+    svg = plots.judge_scatter(paired, x_label=x_label, y_label=f"{judge} {dimension}", max_models=SCATTER_MODELS_MAX)
+    return HttpResponse(svg, content_type="image/svg+xml")
 
 
 @login_required

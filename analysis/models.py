@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage
@@ -189,8 +190,6 @@ class _ExportStorage(FileSystemStorage):
 
     @cached_property
     def location(self):
-        import os
-
         return os.path.abspath(self.base_location)
 
     def _clear_cached_properties(self, setting, **kwargs):

@@ -25,9 +25,12 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.urls import reverse
 
+from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, progress, study_threshold
 from analysis.models import StudyNotice
+from analysis.science.agreement import agreement_table
 from tasks.models import Study
 
 logger = logging.getLogger(__name__)
@@ -37,8 +40,6 @@ ALPHA_CHECK_SECONDS = 60
 
 
 def _complete(study: Study, state=None) -> str | None:
-    from analysis.dashboard import progress
-
     state = state if state is not None else progress(study)
     if state.units and state.units_complete >= state.units:
         return (f"All {state.units} {study.protocol_def.unit_plural} of "
@@ -48,9 +49,6 @@ def _complete(study: Study, state=None) -> str | None:
 
 def _alpha_low(study: Study) -> list[tuple[str, str]]:
     """(dimension, message) for each dimension whose study-wide α is below the study's threshold."""
-    from analysis.science.agreement import agreement_table
-    from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, study_threshold
-
     ratings = _ratings(study)
     if ratings.empty:
         return []
@@ -121,11 +119,14 @@ def session_ended(*, study_id: int, **kwargs) -> None:
     study_notices_schedule(study_id=study_id)
 
 
-def _queue(study_id: int) -> None:
-    from analysis.jobs import study_notices_job
+# A study's notices are due (``study_id``): its receiver (analysis.jobs, connected in
+# analysis.apps) queues the job, which sits above this module.
+notices_queued = Signal()
 
+
+def _queue(study_id: int) -> None:
     try:
-        study_notices_job.delay(study_id)
+        notices_queued.send(sender=StudyNotice, study_id=study_id)
     except Exception:  # broker down: ratings must not fail for it; the dashboard checks too
         logger.exception("could not queue the notices of study %s", study_id)
 

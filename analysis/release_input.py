@@ -22,9 +22,11 @@ from django.db.models import Count, Q
 from analysis import data as analysis_data
 from analysis import export_input
 from analysis.export_input import _Plan, study_export_input
+from analysis.report import build_report
 from analysis.science.release import ReleaseInput, pseudonym, scrub_text, study_key
 from analysis.sql import epoch_microseconds
 from raters import exclusion
+from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater
 from raters.models import AttentionCheck, QualificationAttempt, QualityPolicy, Rater
 from tasks import provenance
 from tasks.models import ConditionImage, Item, Participation, ProtocolVersion, Rating, ScreenReport, Study
@@ -165,8 +167,6 @@ def _item_chunk(rows: list[tuple]) -> list[dict]:
 
 
 def _rater_extras(study: Study, names: Pseudonyms, rater_ids: list[int]) -> pd.DataFrame:
-    from raters.gold import attention_failures_by_rater, gold_accuracy_by_rater
-
     platforms = dict(Rater.objects.filter(pk__in=rater_ids).values_list("id", "platform"))
     attention = attention_failures_by_rater(study)
     gold = gold_accuracy_by_rater(study)
@@ -227,8 +227,6 @@ def _card_facts(study: Study, extras: pd.DataFrame, versions: list[dict], used: 
 def study_release_input(study: Study, *, license: str = "cc-by-4.0", payment_list: bool = False,
                         pay_per_item: float | None = None, currency: str = "") -> ReleaseInput:
     """The release of ``study``: numbers now; items, vote rows and the report when written."""
-    from analysis.report import build_report
-
     names = Pseudonyms(study)
     rater_ids = sorted(Rating.objects.filter(study=study).values_list("rater_id", flat=True).distinct())
     reporter_ids = set(ScreenReport.objects.filter(study=study).values_list("rater_id", flat=True))

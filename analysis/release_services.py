@@ -7,20 +7,30 @@ storage; only the zip's name, size, reporting card and manifest go in the databa
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 from django.core.files import File
-from analysis.models import export_storage
 from django.db import transaction
 from django.db.models import Count
+from django.dispatch import Signal
 from django.utils import timezone
 
-from analysis.models import DatasetRelease
+from analysis import data
+from analysis.models import DatasetRelease, export_storage
+from analysis.release_input import study_release_input
+from analysis.report import build_report
 from analysis.science.release import LICENSES, write_release, zip_folder
 from tasks.models import ProtocolVersion, Rating, Study
+
+
+# A release was requested (``release_id``): its receiver (analysis.jobs, connected in analysis.apps)
+# queues the job, which sits above this module.
+release_queued = Signal()
 
 
 class ReleaseRefused(ValueError):
@@ -30,8 +40,6 @@ class ReleaseRefused(ValueError):
 def release_request(*, study: Study, user, license: str = "cc-by-4.0", payment_list: bool = False,
                     pay_per_item: float | None = None, currency: str = "") -> DatasetRelease:
     """Queue a release of ``study``; the job starts when this transaction commits."""
-    from analysis.jobs import build_release_job
-
     if license not in LICENSES:
         raise ReleaseRefused(f"licence must be one of {', '.join(LICENSES)}")
     if pay_per_item is not None and not (0 <= pay_per_item <= 10_000):
@@ -44,14 +52,12 @@ def release_request(*, study: Study, user, license: str = "cc-by-4.0", payment_l
     release = DatasetRelease.objects.create(study=study, requested_by=user, license=license,
                                             payment_list=payment_list, pay_per_item=pay_per_item,
                                             currency=currency.upper())
-    transaction.on_commit(lambda: build_release_job.delay(release.pk), robust=True)
+    transaction.on_commit(lambda: release_queued.send(sender=DatasetRelease, release_id=release.pk), robust=True)
     return release
 
 
 def release_execute(*, release_id: int) -> DatasetRelease | None:
     """Build a queued release (claimed with a conditional UPDATE: a second delivery does nothing)."""
-    from analysis.release_input import study_release_input
-
     claimed = DatasetRelease.objects.filter(pk=release_id, state=DatasetRelease.State.QUEUED).update(
         state=DatasetRelease.State.RUNNING)
     if not claimed:
@@ -68,8 +74,6 @@ def release_execute(*, release_id: int) -> DatasetRelease | None:
         with archive.open("rb") as handle:
             name = export_storage().save(
                 f"releases/{release.study.slug}/{release.pk}-{secrets.token_hex(8)}.zip", File(handle))
-        import json
-
         release.card = json.loads((folder / "reporting_card.json").read_text())
         release.manifest = manifest
         release.file, release.size = name, archive.stat().st_size
@@ -106,13 +110,10 @@ class StudyVersion:
     is_packaged = True  # analysis.data asks this object for its frames
 
     def __init__(self, study: Study, number: int):
-        from analysis import data
-
         self._data, self.study, self.number = data, study, number
         self.slug, self.title, self.protocol, self.task_type = study.slug, study.title, study.protocol, study.task_type
         self.rater_sampling = study.rater_sampling
         unit = f"{study.protocol_def.unit_kind}_id"
-        import pandas as pd
 
         self._keys = pd.DataFrame.from_records(
             list(Rating.objects.filter(study=study, protocol_version__number=number).values_list("rater_id", unit)),
@@ -145,8 +146,6 @@ class StudyVersion:
 
 def reports_by_version(study: Study, **options) -> dict[int, dict]:
     """The study report once per protocol version that has ratings (``build_report`` options)."""
-    from analysis.report import build_report
-
     numbers = sorted(set(Rating.objects.filter(study=study, protocol_version__isnull=False)
                          .values_list("protocol_version__number", flat=True)))
     return {number: build_report(StudyVersion(study, number), **options) for number in numbers}

@@ -12,7 +12,7 @@ from analysis.models import DatasetRelease
 from analysis.science.release import LICENSES, card_rows
 from analysis.release_services import ReleaseRefused, release_request, version_mix
 from tasks.models import Study
-from tasks.research_views import researcher_required
+from tasks.research_access import researcher_required
 
 RELEASES_SHOWN = 20
 

@@ -16,6 +16,7 @@ import gc
 import json
 
 from django.db import connection
+from psycopg.types.json import Json, Jsonb
 from django.db.models import BigIntegerField
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -136,7 +137,6 @@ def _copy_column(values: tuple, cache: dict) -> list[str]:
 
 def _copy_field(value) -> str:
     """One value in COPY text format: ``\\N`` for NULL, escaped text otherwise."""
-    from psycopg.types.json import Json, Jsonb
 
     if value is None:
         return "\\N"

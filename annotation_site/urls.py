@@ -19,7 +19,7 @@ urlpatterns = [
     path("api/", include("annotation_site.api_urls")),
     path("studies/<slug:slug>/judges/", include("analysis.judge_urls")),
     path("studies/<slug:slug>/exports/", include("analysis.export_urls")),
-    path("research/", include("tasks.research_urls")),
+    path("research/", include("analysis.research_urls")),
 ]
 
 handler500 = "annotation_site.errors.server_error"  # database outage → 503 "please try again"

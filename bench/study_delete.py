@@ -46,7 +46,7 @@ def main() -> int:
     with scratch_database() as url:
         django_setup(url)
         from tasks.models import Assignment, Item, Rating, RatingRevision, Study
-        from tasks.study_services import study_delete, study_delete_counts
+        from analysis.study_deletion import study_delete, study_delete_counts
 
         study, rows, _, _ = load()
         _fill(study)

@@ -1,9 +1,6 @@
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
-from django.db import transaction
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.text import capfirst
 
 from tasks.models import (
     Assignment,
@@ -23,9 +20,6 @@ from tasks.study_services import (
     StudyActionRefused,
     study_clone,
     study_close,
-    study_delete,
-    study_delete_counts,
-    study_delete_refusal,
     study_publish,
 )
 
@@ -36,26 +30,6 @@ def _thumb(image, size: int = 96):
     # the access-checked route (staff see every image), not the media URL that only DEBUG serves
     url = reverse("rating:image", args=[image.sha256, 160])
     return format_html('<img src="{}" style="max-width:{}px;max-height:{}px" alt="">', url, size, size)
-
-
-def _judge_action(judge_id: int, judge_name: str):
-    """An admin action that starts one judge on each selected study (via the judges service)."""
-
-    def start(modeladmin, request, queryset):
-        from analysis.judge_services import JudgeRunError, judge_run_start
-        from analysis.models import Judge
-
-        judge = Judge.objects.get(pk=judge_id)
-        for study in queryset:
-            try:
-                run = judge_run_start(judge=judge, study=study)
-            except JudgeRunError as exc:
-                modeladmin.message_user(request, f"Not started on {study.slug}: {exc}", level=messages.ERROR)
-            else:
-                modeladmin.message_user(request, f"Judge run {run.pk} queued on {study.slug} ({run.total} units)")
-
-    start.__name__ = f"start_judge_{judge_id}"
-    return start, start.__name__, f"Start judge run: {judge_name}"
 
 
 @admin.register(Study)
@@ -88,56 +62,6 @@ class StudyAdmin(admin.ModelAdmin):
         for study in queryset:
             clone = study_clone(study=study, owner=request.user)
             self.message_user(request, f"Cloned {study.slug} as {clone.slug}")
-
-    # Deleting: Django's own collector lists (and then deletes) every related row in Python, which
-    # at EvalMi scale is 806,400 ratings on the confirmation page and a rating-id list PostgreSQL
-    # refuses. The page shows counts instead and the service deletes with set-based statements.
-
-    def get_deleted_objects(self, objs, request):
-        """The confirmation page's summary: each study, then the rows going with them as counts.
-
-        As Django's: a model registered here whose rows would go needs the user's delete
-        permission (``perms_needed``); nothing is protected (images are not deleted).
-        """
-        studies = list(objs)
-        if not studies:
-            return [], {}, set(), []
-        counts = study_delete_counts(studies=studies)
-        perms_needed = set()
-        for model in counts:
-            model_admin = self.admin_site.get_model_admin(model) if self.admin_site.is_registered(model) else None
-            if model_admin is not None and not model_admin.has_delete_permission(request):
-                perms_needed.add(model._meta.verbose_name)
-        links = [
-            format_html('{}: <a href="{}">{}</a>', capfirst(Study._meta.verbose_name),
-                        reverse(f"{self.admin_site.name}:tasks_study_change", args=[quote(study.pk)]), study)
-            for study in studies
-        ]
-        related = [f"{n:,} {model._meta.verbose_name if n == 1 else model._meta.verbose_name_plural}"
-                   for model, n in counts.items() if model is not Study]
-        to_delete = links + (["and with them:", related] if related else [])
-        model_count = {model._meta.verbose_name_plural: f"{n:,}" for model, n in counts.items()}
-        # Django's "protected" list: the page then refuses, and so does its POST
-        refused = [reason for study in studies if (reason := study_delete_refusal(study))]
-        return to_delete, model_count, perms_needed, refused
-
-    def delete_model(self, request, obj):
-        study_delete(study=obj)
-
-    @transaction.atomic
-    def delete_queryset(self, request, queryset):
-        for study in queryset:
-            study_delete(study=study)
-
-    def get_actions(self, request):
-        actions = super().get_actions(request)
-        from analysis.judge_services import RUNNABLE_KINDS
-        from analysis.models import Judge
-
-        for judge_id, name in Judge.objects.filter(kind__in=RUNNABLE_KINDS).values_list("id", "name")[:50]:
-            action = _judge_action(judge_id, name)
-            actions[action[1]] = action
-        return actions
 
 
 @admin.register(GenModel)

@@ -28,7 +28,7 @@ from tasks.configure_services import (
 )
 from tasks.crowd import launch_links
 from tasks.models import Study
-from tasks.research_views import researcher_required
+from tasks.research_access import researcher_required
 from tasks.study_services import StudyActionRefused, study_publish
 
 
@@ -132,23 +132,6 @@ def study_launch(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 # ------------------------------------------------------------------ export
-
-
-def sparse_layouts(study: Study) -> list[str]:
-    """Why the export's per-rater layouts will have gaps for this study ('' list when none).
-
-    The ImagenHub TSVs hold one file per rater with a row per sample only where that rater rated
-    every model on it; in balanced mode raters get a share of the items, so most rows are
-    missing. The per-vote and per-item tables are complete in every mode.
-    """
-    notes = []
-    if "imagenhub" in study.protocol_def.export_layouts and study.assignment_mode == Study.AssignmentMode.BALANCED:
-        notes.append(
-            "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
-            "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "
-            "most samples are missing from each rater's file. Use votes.csv or items.csv for analysis; the "
-            "TSVs match ImagenHub's layout only for whole-set studies.")
-    return notes
 
 
 @researcher_required

@@ -24,7 +24,7 @@ from tasks.assignment import Screen
 from tasks.builder_forms import PROTOCOL_LABELS
 from tasks.models import Assignment, Comparison, ConditionImage, GenModel, Item, Study
 from tasks.rating_context import parse_entries, picture, screen_view, selections_from
-from tasks.research_views import researcher_required
+from tasks.research_access import researcher_required
 from tasks.sample_bundles import sample_bundle
 from analysis.science.protocols.task_types import TASK_TYPES
 

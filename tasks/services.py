@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from raters.gold import may_work
 from raters.models import Rater, RaterStanding
-from raters.services import rating_recorded, study_rules_schedule
+from raters.services import rating_recorded, study_rules_due, study_rules_schedule
 from analysis.science import protocols
 from tasks import sql
 from tasks.assignment import next_position
@@ -300,10 +301,6 @@ def _screen_store_at_once(*, rater: Rater, screen, entries: list[dict],
     """``screen_submit``'s common case in one statement (a trial of several images inside a
     transaction, so it stays all or nothing). None when some unit was no longer leased when the
     statement ran (an expired lease, a second tab): nothing was stored, the general path decides."""
-    import json
-
-    from raters.services import study_rules_due
-
     study: Study = screen.study
     if not study.is_open:
         raise RatingRejected(f"Study {study.slug} is {study.get_state_display().lower()}; it takes no ratings")

@@ -35,6 +35,7 @@ FLOOR_NAMES = {WEB: "web", SERVICES: "services", MODELS: "models", SCIENCE: "sci
 FLOOR_RULES: list[tuple[str, int]] = [
     ("analysis/science/*", SCIENCE),
     ("tasks/models.py", MODELS),
+    ("tasks/constraints.py", MODELS),  # the composite foreign key the models declare
     ("raters/models.py", MODELS),
     ("analysis/models.py", MODELS),
     ("*/templatetags/*", WEB),

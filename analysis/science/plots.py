@@ -143,3 +143,33 @@ def alpha_over_time(series: pd.DataFrame, *, threshold: float | None = None) -> 
     ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5)
     ax.grid(alpha=0.3)
     return _svg(fig)
+
+
+def judge_scatter(paired: pd.DataFrame, *, x_label: str, y_label: str, max_models: int) -> str:
+    """Judge score (``value``, y) against the rater-averaged human score (``human``, x), one panel
+    per ``model`` (the first ``max_models`` by name)."""
+    models = sorted(paired["model"].unique())[:max_models] if not paired.empty else []
+    cols = max(1, min(4, len(models)))
+    rows = max(1, -(-len(models) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.8 * rows), squeeze=False, sharex=True, sharey=True)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
+        part = paired[paired["model"] == model]
+        ax.set_visible(True)
+        ax.scatter(part["human"], part["value"], s=22, alpha=0.75, color="#2457c5", edgecolor="white", linewidth=0.5)
+        rho = part["human"].corr(part["value"], method="spearman") if len(part) > 2 else float("nan")
+        ax.set_title(f"{model}  (n={len(part)}, SRCC {rho:.2f})" if rho == rho else f"{model}  (n={len(part)})", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.set_xlabel(x_label, fontsize=8)
+        ax.set_ylabel(y_label, fontsize=8)
+        ax.tick_params(labelsize=7)
+    if not models:
+        axes.flat[0].set_visible(True)
+        axes.flat[0].text(0.5, 0.5, "no item scored by both\nthe judge and the raters", ha="center", va="center")
+        axes.flat[0].axis("off")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")  # not _svg: this figure keeps its own tight_layout margins
+    plt.close(fig)
+    return buffer.getvalue()

@@ -52,7 +52,7 @@ import pandas as pd
 from scipy import sparse, stats
 
 from analysis.science.agreement import SNAP_DECIMALS, _alpha_from_sums
-from analysis.science.pairwise import OUTCOMES, _tallies, _win_rates, bradley_terry
+from analysis.science.pairwise import OUTCOMES, _cells, _encode, _tallies, _win_rates, bradley_terry
 
 ITEMS = "items"
 ITEMS_RATERS = "items+raters"
@@ -510,8 +510,6 @@ def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_b
     judgement of item i by rater r counts ``W[i] * V[r]`` times. ``comparisons``: ``model_a,
     model_b, preference, item, rater``. Returns ``{model: {"win_rate": Interval, "bt": Interval}}``.
     """
-    from analysis.science.pairwise import _cells, _encode
-
     kind = kind_of(raters)
     models, encoded = _encode(comparisons)
     k = len(models)

@@ -228,7 +228,7 @@ def test_evalmi_ratings_give_zmos_qa_accuracy_and_screening(monkeypatch):
             future.set_result(fn(*args, **kwargs))
             return future
 
-    monkeypatch.setattr("analysis.report._background", InThisThread)
+    monkeypatch.setattr("analysis.science.report._background", InThisThread)
     assert build_report(study) == report
 
 

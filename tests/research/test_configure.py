@@ -20,7 +20,7 @@ from tasks.configure_services import (
     study_configure,
     worked_example_add,
 )
-from tasks.configure_views import sparse_layouts
+from analysis.export_services import sparse_layouts
 from tasks.crowd import launch_links
 from tasks.models import Rating, Study, WorkedExample
 from tests.factories import make_item, make_rater, make_study, make_user, png_bytes

@@ -241,7 +241,7 @@ def test_the_page_of_a_build_whose_worker_stopped_says_so(client, researcher):
 
 
 def test_deleting_a_built_study_deletes_its_build_record_and_keeps_other_builds(researcher):
-    from tasks.study_services import study_delete
+    from analysis.study_deletion import study_delete
 
     built = _queued_build(owner=researcher)
     study_build_job.delay(built.pk)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from tasks.derivatives import derivative_ensure, derivative_path
 from tasks.images import images_prune, store_image
 from tasks.models import ConditionImage, Item, StoredImage, Study
-from tasks.study_services import study_delete
+from analysis.study_deletion import study_delete
 from tests.factories import make_instance, make_item, make_study, png_bytes
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Deleting a study (``tasks.study_services.study_delete``): everything that belongs to it goes,
+"""Deleting a study (``analysis.study_deletion.study_delete``): everything that belongs to it goes,
 nothing else does, and the work does not grow with the study's size.
 
 Django's ``study.delete()`` collects related rows in Python and deletes the ratings' revisions with
@@ -29,6 +29,7 @@ from raters.models import (
     RaterAction,
     RaterStanding,
 )
+from analysis import study_deletion
 from tasks import study_services
 from tasks.models import (
     Assignment,
@@ -44,7 +45,7 @@ from tasks.models import (
     StoredImage,
     Study,
 )
-from tasks.study_services import study_delete, study_delete_counts
+from analysis.study_deletion import study_delete, study_delete_counts
 from tests.factories import (
     make_attention_check,
     make_comparison,
@@ -208,7 +209,7 @@ def test_rows_of_another_study_hung_on_the_deleted_ones_go_as_djangos_cascade_ta
 def test_every_foreign_key_into_a_study_is_followed_by_the_delete():
     """A model added later with a key to a study, an item, a rating… must be added to the delete,
     or its rows would be left behind (or, with a database key, make the delete fail)."""
-    planned = {(step.model, fk) for step in study_services._delete_steps([0]) for fk in step.follows}
+    planned = {(step.model, fk) for step in study_deletion._delete_steps([0]) for fk in step.follows}
     planned_models = {model for model, _ in planned} | {Study}
     seen, todo, unplanned = set(), [Study], []
     while todo:
@@ -309,7 +310,7 @@ def _spy_on_the_service(monkeypatch) -> list[Study]:
         calls.append(study.pk)
         return study_delete(study=study)
 
-    monkeypatch.setattr("tasks.admin.study_delete", spy)
+    monkeypatch.setattr("analysis.admin.study_delete", spy)
     return calls
 
 

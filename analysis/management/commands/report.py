@@ -3,7 +3,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.science.correlation import KENDALL_VARIANTS
-from analysis.report import JUDGE_ITEMS, build_report
+from analysis.release_services import reports_by_version, version_mix
+from analysis.report import build_report
+from analysis.science.report import JUDGE_ITEMS
 from analysis.science.viescore_conventions import CONVENTIONS
 from tasks.models import Study
 
@@ -44,8 +46,6 @@ class Command(BaseCommand):
         options_ = dict(include_excluded=include_excluded, judges=not no_judges, n_boot=n_boot, seed=seed,
                         judge_items=judge_items, kendall=kendall, conventions=conventions)
         if options.get("by_version"):
-            from analysis.release_services import reports_by_version
-
             reports = reports_by_version(found, **options_)
             if json:
                 self.stdout.write(_dumps({str(number): r for number, r in reports.items()}))
@@ -58,8 +58,6 @@ class Command(BaseCommand):
             self.stdout.write(_dumps(report))
             return
         self.stdout.write(render_text(report))
-        from analysis.release_services import version_mix
-
         mix = version_mix(found)
         if mix["mixed"]:
             used = ", ".join(f"v{v['number']} ({v['votes']} ratings)" for v in mix["versions"] if v["votes"])

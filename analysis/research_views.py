@@ -6,13 +6,9 @@ calls the REST API makes. Non-researchers get 403; a study you do not own is a 4
 
 from __future__ import annotations
 
-from functools import wraps
-
 import pandas as pd
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -22,17 +18,21 @@ from analysis.science import subject_report
 from analysis.science import plots
 from analysis.api import export_response
 from analysis.data import item_table, ratings_frame
+from analysis.export_services import export_fits_in_a_request
 from analysis.science.imagenhub import add_overall, item_scores, per_rater_means
 from analysis.science.leaderboard import rank_agreement, rank_models
 from analysis.models import DatasetRelease
 from analysis.notices import study_notices_check
+from analysis.release_services import version_mix
 from analysis.science.release import card_rows
 from analysis.science.zmos import item_mos
 from analysis.science import protocols
 from tasks.build_services import study_build_problems, study_build_start
 from tasks.builder import BundleInvalid, StudySpec
 from tasks.builder_forms import BundleForm
+from tasks.lifecycle_views import sample_links
 from tasks.models import ScreenReport, Study, StudyBuild
+from tasks.research_access import researcher_required
 from tasks.study_services import (
     StudyActionRefused,
     study_clone,
@@ -40,23 +40,11 @@ from tasks.study_services import (
     study_publish,
     study_rater_sampling_set,
     study_threshold_set,
-    user_is_researcher,
 )
 
 def plots_for(study: Study) -> list[str]:
     """The plots that apply to the study's protocol: SC/PQ is ImagenHub's; pairwise has none of these."""
     return list(study.protocol_def.plots)
-
-
-def researcher_required(view):
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        if not user_is_researcher(request.user):
-            raise PermissionDenied("Research pages are for researchers and admins.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 @researcher_required
@@ -79,8 +67,6 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 return redirect("research-study-build", build_id=build.pk)
             problems, error = study_build_problems(build), build.error
     status = (500 if error else 400) if request.method == "POST" else 200
-    from tasks.lifecycle_views import sample_links  # it imports this module
-
     return render(request, "research/study_new.html", {"form": form, "problems": problems, "error": error,
                                                        "samples": sample_links()}, status=status)
 
@@ -160,8 +146,6 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _version_mix(study: Study) -> dict:
-    from analysis.release_services import version_mix
-
     mix = version_mix(study)
     return {"mixed": mix["mixed"], "used": sum(1 for v in mix["versions"] if v["votes"])}
 
@@ -335,8 +319,6 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
 
 @researcher_required
 def study_export(request: HttpRequest, slug: str) -> HttpResponse:
-    from analysis.export_services import export_fits_in_a_request
-
     study = Study.objects.visible_or_404(request.user, slug)
     if not export_fits_in_a_request(study):  # a large study is prepared in the background
         return redirect("study-exports", slug=study.slug)

@@ -5,7 +5,7 @@ from django.urls import path
 from analysis import release_views
 from tasks import configure_views
 from tasks import lifecycle_views
-from tasks import research_views as views
+from analysis import research_views as views
 
 urlpatterns = [
     path("new/", views.study_new, name="research-study-new"),
