@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/", include("annotation_site.api_urls")),
     path("studies/<slug:slug>/judges/", include("analysis.judge_urls")),
     path("studies/<slug:slug>/exports/", include("analysis.export_urls")),
+    path("research/", include("analysis.stopping_urls")),  # before the study routes' <slug>/<action>/
     path("research/", include("tasks.research_urls")),
 ]
 

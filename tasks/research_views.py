@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import dashboard, planning_page, subject_dashboard
+from analysis import dashboard, planning_page, stopping_panel, subject_dashboard
 from analysis.science import subject_report
 from analysis.science import plots
 from analysis.api import export_response
@@ -128,9 +128,11 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
     standings, raters = dashboard.rater_quality(study)
     subject = subject_dashboard.summary(study)
     flagged = subject.inconsistent if subject else {}
+    progress = dashboard.progress(study)
     return {
         "study": study,
-        "progress": dashboard.progress(study),
+        "progress": progress,
+        "stopping": stopping_panel.panel(study, progress),
         "threshold": threshold,
         "study_threshold": dashboard.study_threshold(study),
         "threshold_is_own": "agreement_threshold" in (study.settings or {}),
