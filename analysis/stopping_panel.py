@@ -16,7 +16,8 @@ Estimates per model:
 
 The confidence sequence is tuned (``n_opt``) to the ratings the study plans on a pair of models
 (2 × units × raters per item / models), fixed before any rating, as the method requires. The tie
-margin is the study's ``settings["tie_margin"]`` (score units; none: no pair is ever tied).
+margin and the error rate are the adaptive mode's ``Study.adaptive_margin`` (score units; 0: no
+pair is ever tied) and ``Study.adaptive_alpha`` (default 5 %).
 
 The science part is cached per study state (ratings count + last change, settings) like the rest
 of the dashboard; pay, pace and budget are read fresh on every refresh.
@@ -60,10 +61,19 @@ def primary_dimension(study: Study) -> str | None:
     return "correspondence" if "correspondence" in dims else dims[0]
 
 
+def _number(value, default: float, low: float, high: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low < value < high
+    return float(value) if ok else default
+
+
+# The adaptive assignment mode's fields (Study.adaptive_margin / adaptive_alpha) set them; a study
+# without them (or before that migration) has no tie margin and the usual 5 %.
 def tie_margin(study: Study) -> float:
-    value = (study.settings or {}).get("tie_margin")
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    return float(value) if ok else 0.0
+    return _number(getattr(study, "adaptive_margin", None), 0.0, 0.0, math.inf)
+
+
+def verdict_alpha(study: Study) -> float:
+    return _number(getattr(study, "adaptive_alpha", None), stopping.ALPHA, 0.0, 0.5)
 
 
 @dataclass(frozen=True)
@@ -166,7 +176,7 @@ def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarr
 
 
 def _science(study: Study, planned: int) -> Science:
-    margin = tie_margin(study)
+    margin, alpha = tie_margin(study), verdict_alpha(study)
     found = _model_estimates(study)
     if isinstance(found, str):
         return Science("", primary_dimension(study), [], [], None, 0.0, margin, found)
@@ -175,8 +185,8 @@ def _science(study: Study, planned: int) -> Science:
     if len(names) < 2:
         return Science(method, dim, models, [], None, 0.0, margin, "one model only: nothing to rank")
     n_opt = max(2.0 * planned / len(names), float(n.max()) if len(n) else 1.0, 1.0)
-    verdicts = stopping.pair_verdicts(estimate, std, n, margin=margin, n_opt=n_opt)
-    forecast = stopping.forecast(verdicts, len(names), n_opt=n_opt)
+    verdicts = stopping.pair_verdicts(estimate, std, n, margin=margin, alpha=alpha, n_opt=n_opt)
+    forecast = stopping.forecast(verdicts, len(names), alpha=alpha, n_opt=n_opt)
     pairs = [
         PairRow(upper=names[a], lower=names[b], diff=float(d), low=_finite(d - h), high=_finite(d + h),
                 ratings=int(k), verdict=stopping.VERDICTS[c], extra_ratings=_finite(extra))
@@ -190,8 +200,8 @@ def _science(study: Study, planned: int) -> Science:
 
 
 def _cache_key(study: Study, planned: int) -> str:
-    state = json.dumps([dashboard._state_key(study), study.settings, study.protocol, planned], sort_keys=True,
-                       default=str)
+    state = json.dumps([dashboard._state_key(study), study.settings, study.protocol, planned, tie_margin(study),
+                        verdict_alpha(study)], sort_keys=True, default=str)
     return f"stopping:{study.pk}:{hashlib.sha256(state.encode()).hexdigest()}"
 
 
@@ -234,5 +244,29 @@ def panel(study: Study, progress=None) -> StoppingPanel:
         extra_ratings=science.extra_ratings, cost=total_cost, currency=cost.currency,
         pay_per_rating=_money(pay_per_rating), seconds_per_rating=seconds, ratings_per_hour=rate, hours=total_hours,
         remaining_ratings=remaining, stop=stop, reason=reason, n_opt=science.n_opt, margin=science.margin,
-        alpha=stopping.ALPHA, anytime=True, method_note=METHOD_LINE, note=science.note,
+        alpha=verdict_alpha(study), anytime=True, method_note=METHOD_LINE, note=science.note,
     )
+
+
+def anytime_band(series: pd.DataFrame, planned: float, alpha: float = stopping.ALPHA) -> pd.DataFrame:
+    """α-as-ratings-arrive with its band widened from a fixed 95 % one to the anytime-valid one:
+    the bootstrap interval's standard error (width / (2 × 1.96)) times the confidence sequence's
+    multiplier at that many ratings, tuned to the study's ``planned`` ratings. A dashboard that
+    shows α after every batch can then be read at any look (clipped to α's range [-1, 1])."""
+    out = series.copy()
+    if out.empty or "ci_low" not in out:
+        return out
+    low, high = out["ci_low"].astype(float), out["ci_high"].astype(float)
+    se = (high - low) / (2 * Z95)
+    half = stopping.halfwidth(se.to_numpy(float), out["ratings"].to_numpy(float), alpha=alpha,
+                              n_opt=max(float(planned), float(out["ratings"].max()), 1.0))
+    centre = out["alpha"].astype(float).to_numpy()
+    out["ci_low"] = np.clip(centre - half, -1.0, 1.0)
+    out["ci_high"] = np.clip(centre + half, -1.0, 1.0)
+    out.loc[low.isna().to_numpy(), ["ci_low", "ci_high"]] = np.nan
+    return out
+
+
+def alpha_series_anytime(study: Study) -> pd.DataFrame:
+    """The dashboard's α over time (:func:`analysis.dashboard.alpha_series`) with the anytime band."""
+    return anytime_band(dashboard.alpha_series(study), dashboard.progress(study).needed, verdict_alpha(study))

@@ -339,7 +339,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
             table[["ci_low", "ci_high"]] = table[["ci_low", "ci_high"]].astype(float).clip(0.0, 1.0)
         svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
     else:
-        svg = plots.alpha_over_time(dashboard.alpha_series(study),
+        svg = plots.alpha_over_time(stopping_panel.alpha_series_anytime(study),
                                     threshold=dashboard.agreement_threshold(request.GET.get("threshold"), study))
     return HttpResponse(svg, content_type="image/svg+xml")
 
