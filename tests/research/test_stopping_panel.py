@@ -20,18 +20,21 @@ pytestmark = pytest.mark.django_db
 TRUE = {"Alpha": 4.4, "Beta": 2.6, "Gamma": 2.6}  # Alpha far above; Beta and Gamma truly equal
 
 
-def rated_study(*, prompts: int = 10, raters: int = 4, seed: int = 5, **fields) -> Study:
+def rated_study(*, prompts: int = 10, raters: int = 4, seed: int = 5, true: dict | None = None, timed: bool = False,
+                **fields) -> Study:
+    true = true or TRUE
     fields = {"protocol": "evalmi", "task_type": "counting", "raters_per_item": 6, "pay_per_hour": Decimal("12.00"),
               "seconds_per_unit_estimate": 30, "pay_currency": "GBP", **fields}
     study = make_study(**fields)
     rng = np.random.default_rng(seed)
     instances = [make_instance(study, question="Is it there?", sub_questions=[]) for _ in range(prompts)]
-    items = [make_item(study, instance=i, model=m, with_image=False) for i in instances for m in TRUE]
+    items = [make_item(study, instance=i, model=m, with_image=False) for i in instances for m in true]
     people = [make_rater() for _ in range(raters)]
     for rater in people:
         for item in items:
-            score = int(np.clip(np.rint(TRUE[item.gen_model.name] + rng.normal(0, 0.7)), 1, 5))
+            score = int(np.clip(np.rint(true[item.gen_model.name] + rng.normal(0, 0.7)), 1, 5))
             rating_submit(rater=rater, item=item, require_assignment=False,
+                          time_on_item_ms=int(rng.integers(20, 40)) * 1000 if timed else None,
                           values={"perception": score, "correspondence": score}, answers={"q1": "yes"})
     return study
 
