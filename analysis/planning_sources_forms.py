@@ -27,8 +27,9 @@ class PlanningSourceForm(forms.Form):
     halfwidth = _bounded("Item CI half-width", 1e-3, 100.0, "In the source's units, 95 %.")
     gap = _bounded("Model gap to separate", 1e-3, 100.0, "5 % level, 80 % power.")
     alpha_width = _bounded("α CI width", 1e-3, 2.0, "Krippendorff's α, 95 % CI.")
-    noise_sd = _bounded("Rater noise (published MOS)", 1e-3, 1000.0, "One rating's spread around its item.")
-    raters_per_item = _bounded("Raters per item in the sheet", 1.0, 1000.0)
+    noise_sd = _bounded("Rater noise (published MOS)", 1e-3, 1000.0,
+                        "One rating's spread around its item; empty: the operator's value.")
+    raters_per_item = _bounded("Raters per item in the sheet", 1.0, 1000.0, "Published MOS; empty: the operator's value.")
 
     def __init__(self, *args, user, study: Study, **kwargs):
         super().__init__(*args, **kwargs)
