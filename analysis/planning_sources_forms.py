@@ -11,6 +11,7 @@ from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 
 from analysis import planning_sources_page as sources
+from analysis.science.planning_sources import components_from_mos
 from tasks.models import Study
 
 
@@ -68,7 +69,7 @@ class PlanningSourceForm(forms.Form):
                 if data["dimension"] not in dims:
                     self.add_error("dimension", f"“{source.name}” has no column “{dim}”; it has {', '.join(dims)}.")
                     return data
-                data["components"] = sources.components_from_mos(
+                data["components"] = components_from_mos(
                     sheet, data["dimension"], noise_sd=data.get("noise_sd") or source.noise_sd,
                     raters_per_item=data.get("raters_per_item") or source.raters_per_item,
                     source=f"the published MOS “{source.name}”")

@@ -22,8 +22,8 @@ from analysis import dashboard
 from analysis.science import protocols
 from analysis.science.formats import read_evalmi_mos
 from analysis.science.planning import Plan
-from analysis.science.planning_sources import (VarianceComponents, components_from_fit, components_from_mos,
-                                               expected_alpha, plan_from_components)
+from analysis.science.planning_sources import (VarianceComponents, components_from_fit, expected_alpha,
+                                               plan_from_components)
 from analysis.science.subject_report import fit_dimensions
 from tasks.models import Study
 
