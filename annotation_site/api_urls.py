@@ -5,8 +5,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from analysis import api as analysis_api
 from analysis import export_api
+from analysis import stopping_api  # noqa: I001 (apart from release_api: merges with the allocation API's import)
 from analysis import release_api
-from analysis import stopping_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -20,7 +20,6 @@ urlpatterns = [
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
-    path("studies/<slug:slug>/stopping/", stopping_api.StudyStopping.as_view(), name="api-study-stopping"),
     path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),
     path("exports/<int:export_id>/", export_api.StudyExportDetail.as_view(), name="api-study-export-detail"),
     path("exports/<int:export_id>/download/", export_api.StudyExportDownload.as_view(), name="api-study-export-download"),
@@ -33,6 +32,7 @@ urlpatterns = [
          name="api-study-release"),
     path("studies/<slug:slug>/releases/<int:release_id>/download/", release_api.StudyReleaseDownload.as_view(),
          name="api-study-release-download"),
+    path("studies/<slug:slug>/stopping/", stopping_api.StudyStopping.as_view(), name="api-study-stopping"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

@@ -52,6 +52,7 @@ OTHER_RATER = "other-rater-93kd"
 ACCESS: list[tuple[str, str]] = [
     (r"^(studies/<slug:slug>/exports|api/exports)/<int:export_id>/download/$", "requester"),
     (r"^api/exports/<int:export_id>/$", "requester"),
+    (r"^api/studies/<slug:slug>/stopping/$", "owner"),  # the stopping and cost panel's numbers
     (r"^$", "any_user"),
     (r"^accounts/(login|logout)/$", "public"),
     (r"^img/", "image"),
@@ -61,7 +62,6 @@ ACCESS: list[tuple[str, str]] = [
     (r"^studies/<slug:slug>/(raters|judges|exports)/", "owner"),
     (r"^api/(schema|docs|redoc)/$", "public"),  # describes the API, holds no data
     (r"^api/(studies|judge-runs|judge-endpoints)/$", "researcher"),
-    (r"^api/studies/<slug:slug>/stopping/$", "owner"),  # the stopping and cost panel's numbers
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
