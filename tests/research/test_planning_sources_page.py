@@ -1,5 +1,7 @@
 """Planning from a finished study or a published MOS sheet on the study's settings page."""
 
+from urllib.parse import urlencode
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -40,8 +42,6 @@ def study(researcher):
 
 
 def url(study, **query):
-    from urllib.parse import urlencode
-
     return reverse("research-study-planning-sources", args=[study.slug]) + ("?" + urlencode(query) if query else "")
 
 
