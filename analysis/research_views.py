@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from analysis import dashboard, planning_page, subject_dashboard
+from analysis import dashboard, planning_page, stopping_panel, subject_dashboard
 from analysis.science import subject_report
 from analysis.science import plots
 from analysis.api import export_response
@@ -105,9 +105,11 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
     standings, raters = dashboard.rater_quality(study)
     subject = subject_dashboard.summary(study)
     flagged = subject.inconsistent if subject else {}
+    progress = dashboard.progress(study)
     return {
         "study": study,
-        "progress": dashboard.progress(study),
+        "progress": progress,
+        "stopping": stopping_panel.panel(study, progress),
         "threshold": threshold,
         "study_threshold": dashboard.study_threshold(study),
         "threshold_is_own": "agreement_threshold" in (study.settings or {}),
@@ -312,7 +314,7 @@ def study_plot(request: HttpRequest, slug: str, name: str) -> HttpResponse:
             table[["ci_low", "ci_high"]] = table[["ci_low", "ci_high"]].astype(float).clip(0.0, 1.0)
         svg = plots.mos_with_ci(table.astype({"ci_low": float, "ci_high": float}), label=label)
     else:
-        svg = plots.alpha_over_time(dashboard.alpha_series(study),
+        svg = plots.alpha_over_time(stopping_panel.alpha_series_anytime(study),
                                     threshold=dashboard.agreement_threshold(request.GET.get("threshold"), study))
     return HttpResponse(svg, content_type="image/svg+xml")
 

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from analysis import api as analysis_api
 from analysis import export_api
+from analysis import stopping_api  # noqa: I001 (apart from release_api: merges with the allocation API's import)
 from analysis import release_api
 from tasks import api as task_api
 
@@ -31,6 +32,7 @@ urlpatterns = [
          name="api-study-release"),
     path("studies/<slug:slug>/releases/<int:release_id>/download/", release_api.StudyReleaseDownload.as_view(),
          name="api-study-release-download"),
+    path("studies/<slug:slug>/stopping/", stopping_api.StudyStopping.as_view(), name="api-study-stopping"),
     path("judge-runs/", analysis_api.JudgeRunList.as_view(), name="api-judge-runs"),
     path("judge-runs/<int:pk>/", analysis_api.JudgeRunDetail.as_view(), name="api-judge-run"),
     path("judge-runs/<int:pk>/cancel/", analysis_api.JudgeRunAction.as_view(action="cancel"), name="api-judge-run-cancel"),

@@ -217,6 +217,14 @@ JUDGE_CHECKPOINT_DIRS = envlist("JUDGE_CHECKPOINT_DIRS", [])
 # Research dashboards colour agreement (Krippendorff's alpha) below this value as too low.
 AGREEMENT_THRESHOLD = float(envstr("AGREEMENT_THRESHOLD", "0.4"))
 
+# Published MOS sheets researchers may plan from (settings page): name -> a file on this server
+# (read, never fetched). A missing file is shown as such. EVALMI_MOS_PATH points at EvalMi-50K's.
+PUBLISHED_MOS_SOURCES = {
+    "EvalMi-50K": {"path": envstr("EVALMI_MOS_PATH", str(BASE_DIR.parent / "shared" / "datasets" / "evalmi"
+                                                        / "AIGI2025_MOS_yn.xlsx")),
+                   "noise_sd": 10.0, "raters_per_item": 15.0},
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -14,6 +14,7 @@ urlpatterns = [
     path("accounts/login/", login_rate_limited(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("research/", include("analysis.stopping_urls")),  # before the study routes' <slug>/<action>/
     path("", include("tasks.rating_urls")),
     path("", include((rater_urls.urlpatterns + rating_urls.qualification_urlpatterns, rater_urls.app_name))),
     path("api/", include("annotation_site.api_urls")),

@@ -52,6 +52,7 @@ OTHER_RATER = "other-rater-93kd"
 ACCESS: list[tuple[str, str]] = [
     (r"^(studies/<slug:slug>/exports|api/exports)/<int:export_id>/download/$", "requester"),
     (r"^api/exports/<int:export_id>/$", "requester"),
+    (r"^api/studies/<slug:slug>/stopping/$", "owner"),  # the stopping and cost panel's numbers
     (r"^$", "any_user"),
     (r"^accounts/(login|logout)/$", "public"),
     (r"^img/", "image"),
@@ -66,6 +67,8 @@ ACCESS: list[tuple[str, str]] = [
     (r"^research/new/$", "researcher"),
     (r"^research/new/sample/", "researcher"),  # a generated sample bundle: no study, no data
     (r"^(research/new|api/study-builds)/<int:build_id>/$", "uploader"),  # a study build: who uploaded it
+    (r"^research/help/stopping/$", "researcher"),  # the README's method section, no study data
+    (r"^research/<slug:slug>/planning-sources/$", "owner"),  # plans from studies the user can see
     (r"^research/<slug:slug>/", "owner"),
 ]
 REFUSED = {302, 401, 403, 404, 405}  # 302 only to the login page or the study's start link (checked below)
@@ -320,6 +323,8 @@ BODY_OBJECTS = {
     "judge_side_by_side": [("get", "own", lambda f: {"judge": f["judge"].name, "dim": "SC"})],
     "research-study-examples": [("post", "own", lambda f: {"remove": f["example"].pk})],
     "judge_scatter": [("get", "own", lambda f: {"judge": f["judge"].name, "dim": "SC", "human": "SC"})],
+    "research-study-planning-sources": [("get", "own", lambda f: {"source": f"study:{f['study'].slug}",
+                                                                  "halfwidth": "0.3"})],
 }
 
 

@@ -32,7 +32,8 @@ def test_durations_read_like_people_say_them(seconds, text):
 def test_every_researcher_page_of_a_study_includes_the_navigation():
     researcher_pages = [*TEMPLATES.glob("research/*.html"), *TEMPLATES.glob("raters/*.html"),
                         *TEMPLATES.glob("analysis/*.html")]
-    not_of_a_study = {"study_new.html", "study_build.html", "_problems.html", "_nav.html", "qualification.html"}
+    not_of_a_study = {"study_new.html", "study_build.html", "_problems.html", "_nav.html", "qualification.html",
+                      "stopping_method.html"}  # the method of the stopping panel: the README's, no study
     missing = [p.name for p in researcher_pages if p.name not in not_of_a_study and not p.name.startswith("_")
                and "study_nav study" not in p.read_text()]  # _partials are included in pages
     assert not missing, f"researcher pages without {{% study_nav %}}: {missing}"
