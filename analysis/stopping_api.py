@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis.stopping_panel import panel
-from tasks.api import RESEARCH_PERMISSIONS, get_study_for_user
+from tasks.api import RESEARCH_PERMISSIONS
+from tasks.models import Study
 
 
 class _Model(serializers.Serializer):
@@ -68,5 +69,5 @@ class StudyStopping(APIView):
 
     @extend_schema(responses={200: StoppingOutput})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_study_for_user(request.user, slug)
+        study = Study.objects.visible_or_404(request.user, slug)
         return Response(panel(study).as_dict())

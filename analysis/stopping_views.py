@@ -4,31 +4,17 @@ page of its own without JavaScript). The dashboard's stopping panel is part of i
 
 from __future__ import annotations
 
-from functools import wraps
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from analysis import planning_sources_page
 from analysis.planning_sources_forms import PlanningSourceForm
 from analysis.stopping_panel import README_HEADING
 from tasks.models import Study
-from tasks.study_services import user_is_researcher
-
-
-def _researcher(view):
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        if not user_is_researcher(request.user):
-            raise PermissionDenied("Research pages are for researchers and admins.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
+from tasks.research_access import researcher_required
 
 
 def readme_section(heading: str = README_HEADING) -> list[str]:
@@ -46,17 +32,17 @@ def readme_section(heading: str = README_HEADING) -> list[str]:
     return [" ".join(p.split("\n")) for p in "\n".join(lines).strip().split("\n\n") if p.strip()]
 
 
-@_researcher
+@researcher_required
 def stopping_method(request: HttpRequest) -> HttpResponse:
     return render(request, "research/stopping_method.html",
                   {"heading": README_HEADING.lstrip("# "), "paragraphs": readme_section()})
 
 
-@_researcher
+@researcher_required
 def study_planning_sources(request: HttpRequest, slug: str) -> HttpResponse:
     """Plan from a finished study or published MOS. GET with ``source`` set computes; a bad value
     gets the form back with its error (400)."""
-    study = get_object_or_404(Study.objects.visible_to(request.user), slug=slug)
+    study = Study.objects.visible_or_404(request.user, slug)
     bound = "source" in request.GET
     form = PlanningSourceForm(request.GET if bound else None, user=request.user, study=study)
     result, status = None, 200
