@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from analysis import api as analysis_api
 from analysis import export_api
 from analysis import release_api
+from tasks import allocation_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -17,6 +18,7 @@ urlpatterns = [
     path("studies/<slug:slug>/clone/", task_api.StudyAction.as_view(action="clone"), name="api-study-clone"),
     path("studies/<slug:slug>/items/", task_api.StudyItems.as_view(), name="api-study-items"),
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
+    path("studies/<slug:slug>/allocation/", allocation_api.StudyAllocation.as_view(), name="api-study-allocation"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
     path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),
