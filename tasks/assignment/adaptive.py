@@ -57,7 +57,8 @@ REFRESH_SECONDS = 300
 REFRESH_RATINGS_MIN = 20
 METHOD = "subject_dof"
 LOCK_CLASS = 1717  # advisory lock namespace: (LOCK_CLASS, study id)
-_PARSED: dict[int, list[tuple[int, int]]] = {}  # round id -> [(unit id, claim limit)], per process
+# (round id, created) -> [(unit id, claim limit)], per process (ids alone may come back after a rollback)
+_PARSED: dict[tuple, list[tuple[int, int]]] = {}
 _PARSED_MAX = 64
 
 
@@ -105,8 +106,11 @@ def _compute_items(study: Study, params: dict, seed: int) -> dict:
     known = (place < len(pk)) & (pk[np.minimum(place, len(pk) - 1)] == item_ids) & np.isfinite(value) \
         if len(pk) else np.zeros(len(rows), bool)
     raters, rater = np.unique(np.array([r[1] for r in rows], np.int64)[known], return_inverse=True)
-    estimate, std, rated = live_estimates.unit_estimates(value[known], place[known], rater, len(pk), len(raters),
-                                                         METHOD)
+    if known.any():
+        estimate, std, rated = live_estimates.unit_estimates(value[known], place[known], rater, len(pk),
+                                                             len(raters), METHOD)
+    else:  # nothing rated yet: every unit unknown (burn-in)
+        estimate, std, rated = np.full(len(pk), np.nan), np.full(len(pk), np.nan), np.zeros(len(pk))
     n = np.maximum(claims, rated)  # live claims (a rating on its way counts), or ratings given without one
     per_model = max(1.0, len(pk) / max(1, len(models)))
     decided = allocation.allocate(
@@ -214,13 +218,14 @@ def recompute(study: Study, *, trigger: str) -> AllocationRound:
         parameters={**params, "seed": seed, "n_opt": result["n_opt"], "list": len(result["units"])})
 
 
-def _units_of(round_id: int) -> list[tuple[int, int]]:
-    if round_id not in _PARSED:
+def _units_of(round_id: int, created) -> list[tuple[int, int]]:
+    key = (round_id, created)
+    if key not in _PARSED:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         units = AllocationRound.objects.filter(pk=round_id).values_list("units", flat=True).get()
-        _PARSED[round_id] = [(int(u[0]), int(u[2])) for u in units]
-    return _PARSED[round_id]
+        _PARSED[key] = [(int(u[0]), int(u[2])) for u in units]
+    return _PARSED[key]
 
 
 def current_list(study: Study, *, exhausted_round: int | None = None) -> tuple[int, list[tuple[int, int]]]:
@@ -234,8 +239,8 @@ def current_list(study: Study, *, exhausted_round: int | None = None) -> tuple[i
             again = _latest(study)
             if again is None or (exhausted_round is not None and again[0] == exhausted_round):
                 made = recompute(study, trigger="first" if again is None else "exhausted")
-                return made.pk, _units_of(made.pk)
-            return again[0], _units_of(again[0])
+                return made.pk, _units_of(made.pk, made.created_at)
+            return again[0], _units_of(again[0], again[1])
     round_id, created, last_rating = latest
     step = refresh_step(study)
     new = Rating.objects.filter(study=study, pk__gt=last_rating).order_by()[:step].count()
@@ -244,8 +249,8 @@ def current_list(study: Study, *, exhausted_round: int | None = None) -> tuple[i
         with _Lock(study, wait=False) as mine:
             if mine and _latest(study)[0] == round_id:
                 made = recompute(study, trigger="ratings" if new >= step else "time")
-                return made.pk, _units_of(made.pk)
-    return round_id, _units_of(round_id)
+                return made.pk, _units_of(made.pk, made.created_at)
+    return round_id, _units_of(round_id, created)
 
 
 # ------------------------------------------------------------------ claims
@@ -301,6 +306,7 @@ def claim(*, study: Study, model, free, screens: int, build, per_screen: int = 1
     tried: set[int] = set()
     won_screens = 0
     for attempt in range(2):  # the list, then once more after a recomputation if it ran dry
+        limited = False  # a listed unit free for this rater but at its round's limit (a new round lifts it)
         page = 2 * screens * per_screen + 8
         at = 0
         while won_screens < screens and at < len(units):
@@ -313,6 +319,7 @@ def claim(*, study: Study, model, free, screens: int, build, per_screen: int = 1
             fields = ("pk", "claims") + ((group,) if group else ())
             rows = {row[0]: row for row in free.filter(pk__in=list(limits)).order_by().values_list(*fields)}
             ready = [pk for pk, limit in chunk if pk in rows and rows[pk][1] < limit]
+            limited = limited or len(ready) < sum(pk in rows for pk, _ in chunk)
             if not ready:
                 continue
             if group is None:
@@ -330,8 +337,8 @@ def claim(*, study: Study, model, free, screens: int, build, per_screen: int = 1
                                      lambda pk, n, screen=won_screens: build(pk, screen, n))
                 if won:
                     won_screens += 1
-        if won_screens >= screens or attempt:
-            break
+        if won_screens >= screens or attempt or not limited:
+            break  # (seen units, or units at their cap: a new round would not help this rater)
         round_id, units = current_list(study, exhausted_round=round_id)
         tried = set()  # the new round's limits are one higher: units tried before may be free now
     return won_screens
