@@ -62,9 +62,11 @@ _PARSED: dict[tuple, list[tuple[int, int]]] = {}
 _PARSED_MAX = 64
 
 
-def refresh_step(study: Study) -> int:
-    """New ratings that make the list stale: half a list's worth, at least :data:`REFRESH_RATINGS_MIN`."""
-    return max(REFRESH_RATINGS_MIN, LIST_MIN // 2)
+def refresh_step(study: Study, ratings_seen: int = 0) -> int:
+    """New ratings that make the list stale: half the smallest list (at least
+    :data:`REFRESH_RATINGS_MIN`), or a twentieth of the ratings the last round saw, whichever is
+    more; so a large study recomputes (O(ratings)) about every 5 % of growth, not every 100 ratings."""
+    return max(REFRESH_RATINGS_MIN, LIST_MIN // 2, ratings_seen // 20)
 
 
 def parameters_of(study: Study) -> dict:
@@ -86,6 +88,9 @@ def _clean_rows(rows: list[dict]) -> list[dict]:
 # ------------------------------------------------------------------ the data
 
 
+_EMPTY = {"units": [], "eligible": 0, "reasons": {}, "verdicts": [], "ratings": 0, "n_opt": None}
+
+
 def _item_units(study: Study):
     return (Item.objects.filter(~Exists(GoldAnswer.objects.filter(item=OuterRef("pk"))),
                                 ~Exists(AttentionCheck.objects.filter(item=OuterRef("pk"))), study=study)
@@ -95,6 +100,8 @@ def _item_units(study: Study):
 def _compute_items(study: Study, params: dict, seed: int) -> dict:
     units = np.array(list(_item_units(study).values_list("pk", "gen_model_id", "claims")), dtype=np.int64
                      ).reshape(-1, 3)
+    if not len(units):
+        return _EMPTY
     pk, model_id, claims = units[:, 0], units[:, 1], units[:, 2]
     models, model = np.unique(model_id, return_inverse=True)
     dimension = study.protocol_def.dimensions(study.protocol_settings)[0].key
@@ -132,6 +139,8 @@ def _compute_comparisons(study: Study, params: dict, seed: int) -> dict:
         Comparison.objects.filter(~Exists(ComparisonGold.objects.filter(comparison=OuterRef("pk"))), study=study)
         .order_by("pk").values_list("pk", "item_a__gen_model_id", "item_b__gen_model_id", "claims")),
         dtype=np.int64).reshape(-1, 4)
+    if not len(units):
+        return _EMPTY
     pk, claims = units[:, 0], units[:, 3]
     models, codes = np.unique(units[:, 1:3], return_inverse=True)
     codes = codes.reshape(-1, 2)
@@ -200,7 +209,7 @@ class _Lock:
 
 def _latest(study: Study):
     return (AllocationRound.objects.filter(study=study).order_by("-id")
-            .values_list("id", "created_at", "last_rating_id").first())
+            .values_list("id", "created_at", "last_rating_id", "ratings_seen").first())
 
 
 def recompute(study: Study, *, trigger: str) -> AllocationRound:
@@ -241,8 +250,8 @@ def current_list(study: Study, *, exhausted_round: int | None = None) -> tuple[i
                 made = recompute(study, trigger="first" if again is None else "exhausted")
                 return made.pk, _units_of(made.pk, made.created_at)
             return again[0], _units_of(again[0], again[1])
-    round_id, created, last_rating = latest
-    step = refresh_step(study)
+    round_id, created, last_rating, seen = latest
+    step = refresh_step(study, seen)
     new = Rating.objects.filter(study=study, pk__gt=last_rating).order_by()[:step].count()
     old = timezone.now() - created > timedelta(seconds=REFRESH_SECONDS)
     if new >= step or (new and old):

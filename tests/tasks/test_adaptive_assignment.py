@@ -233,3 +233,29 @@ def test_many_raters_claiming_at_once_in_adaptive_mode_never_over_assign_and_rec
     # a claimer retries once after a new round, so under a burst some claims may stay unused (not the quota)
     assert set(per_item) == set(Item.objects.values_list("pk", flat=True))
     assert adaptive.refresh_step(study) >= adaptive.REFRESH_RATINGS_MIN
+
+
+def test_the_list_is_recomputed_after_enough_new_ratings_or_time_and_not_per_claim(monkeypatch):
+    monkeypatch.setattr(adaptive, "LIST_MIN", 4)
+    monkeypatch.setattr(adaptive, "REFRESH_RATINGS_MIN", 3)
+    study = make_study(assignment_mode=ADAPTIVE, units_per_session=1, raters_per_item=3)
+    items = _grid(study, instances=4)
+    assignment_batch_claim(rater=make_rater(), study=study)
+    assignment_batch_claim(rater=make_rater(), study=study)  # no new rating: the same round
+    assert list(AllocationRound.objects.values_list("trigger", flat=True)) == ["first"]
+    raters = [make_rater() for _ in range(3)]
+    for rater, item in zip(raters, items[5:8]):
+        _rate(rater, item, 1)
+    assignment_batch_claim(rater=make_rater(), study=study)
+    latest = AllocationRound.objects.filter(study=study).first()
+    assert latest.trigger == "ratings" and latest.ratings_seen == 3
+    _rate(raters[0], items[9], 0)
+    monkeypatch.setattr(adaptive, "REFRESH_SECONDS", -1)
+    assignment_batch_claim(rater=make_rater(), study=study)
+    assert AllocationRound.objects.filter(study=study).first().trigger == "time"
+
+
+def test_a_study_without_units_gets_an_empty_round_and_no_work():
+    study = make_study(assignment_mode=ADAPTIVE)
+    assert assignment_batch_claim(rater=make_rater(), study=study) == 0
+    assert AllocationRound.objects.get(study=study).units == []
