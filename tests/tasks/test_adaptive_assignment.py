@@ -259,3 +259,21 @@ def test_a_study_without_units_gets_an_empty_round_and_no_work():
     study = make_study(assignment_mode=ADAPTIVE)
     assert assignment_batch_claim(rater=make_rater(), study=study) == 0
     assert AllocationRound.objects.get(study=study).units == []
+
+
+def test_a_claim_between_rounds_costs_the_same_statements_whatever_the_study_size():
+    """O(batch): once the round exists, a claim reads the round row, a bounded count of new
+    ratings and pages of the list, never the pool (the statements do not grow with the study)."""
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for instances in (4, 40):
+        study = make_study(assignment_mode=ADAPTIVE, units_per_session=3, raters_per_item=3)
+        _grid(study, instances=instances)
+        assignment_batch_claim(rater=make_rater(), study=study)  # the first round
+        rater = make_rater()
+        with CaptureQueriesContext(connection) as claim:
+            assert assignment_batch_claim(rater=rater, study=study) == 3
+        assert not any("tasks_allocationround" in q["sql"] and "INSERT" in q["sql"] for q in claim.captured_queries)
+        counts.append(len(claim.captured_queries))
+    assert counts[0] == counts[1]
