@@ -131,6 +131,8 @@ def main(argv=None) -> None:
     parser.add_argument("--margin", type=float, default=0.0)
     parser.add_argument("--session", type=int, default=10, help="screens per session")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list-min", type=int, default=None,
+                        help="adaptive: the smallest priority list per round (default: the engine's LIST_MIN)")
     parser.add_argument("--sqlite", action="store_true", help="a scratch SQLite file instead of PostgreSQL")
     args = parser.parse_args(argv)
     cap = args.cap or max(args.fixed)
@@ -139,7 +141,10 @@ def main(argv=None) -> None:
         django_setup(url)
         from analysis.science import simulation
         from raters.models import Rater
+        from tasks.assignment import adaptive
 
+        if args.list_min:
+            adaptive.LIST_MIN = args.list_min
         truth = _truth(args)
         raters = simulation.simulate_raters(args.raters, bias_sd=args.bias_sd, noise=args.noise,
                                             spammer_share=args.spammers, seed=args.seed)
@@ -165,7 +170,8 @@ def main(argv=None) -> None:
         table["share_of_ratings"] = table["ratings"] / reference
         print(f"\nEvalMi-50K perception truth: {truth.n_models} models x {truth.n_prompts} prompts "
               f"({truth.n_units} units), {args.raters} simulated raters (bias sd {args.bias_sd}, noise "
-              f"{args.noise}, spammers {args.spammers:.0%}), seed {args.seed}, adaptive cap {cap}")
+              f"{args.noise}, spammers {args.spammers:.0%}), seed {args.seed}, adaptive cap {cap}, "
+              f"list of at least {adaptive.LIST_MIN} units per round")
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
             print(table[[c for c in COLUMNS if c in table.columns]].to_string(index=False))
         goal = table.loc[table["design"] == f"fixed {max(args.fixed)}/unit", "tau_zmos"].iloc[0]
