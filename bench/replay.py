@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -69,6 +71,12 @@ def _run(truth, raters, people, *, mode: str, cap: int, budget: int, seed: int, 
     from tasks.assignment import AssignmentUnavailable, assignment_batch_claim, next_position, screen_at
     from tasks.services import screen_submit
 
+    import tasks.assignment as engine
+
+    # Reproducible runs: the units' random ranks and the raters' order seeds come from seeded
+    # generators here (the site draws them from random / secrets).
+    random.seed(seed)
+    engine.secrets = SimpleNamespace(randbits=random.Random(f"replay:{seed}").getrandbits)
     study, code = _study(truth, slug=f"replay-{mode}-{cap}-{budget}-{seed}", mode=mode, cap=cap, session=session)
     rng = np.random.default_rng(seed)
     weights = raters.pace / raters.pace.sum()
@@ -131,6 +139,8 @@ def main(argv=None) -> None:
     parser.add_argument("--margin", type=float, default=0.0)
     parser.add_argument("--session", type=int, default=10, help="screens per session")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="studies per design (seeds seed, seed+1, ...): the table shows their means")
     parser.add_argument("--list-min", type=int, default=None,
                         help="adaptive: the smallest priority list per round (default: the engine's LIST_MIN)")
     parser.add_argument("--sqlite", action="store_true", help="a scratch SQLite file instead of PostgreSQL")
@@ -146,40 +156,50 @@ def main(argv=None) -> None:
         if args.list_min:
             adaptive.LIST_MIN = args.list_min
         truth = _truth(args)
-        raters = simulation.simulate_raters(args.raters, bias_sd=args.bias_sd, noise=args.noise,
-                                            spammer_share=args.spammers, seed=args.seed)
-        people = [Rater.objects.create(platform=Rater.Platform.PROLIFIC, external_id=f"sim-{k}")
-                  for k in range(args.raters)]
         reference = max(args.fixed) * truth.n_units
         rows = []
-        for k in args.fixed:
-            study, code, seconds = _run(truth, raters, people, mode="balanced", cap=k, budget=k * truth.n_units,
-                                        seed=args.seed, session=args.session)
-            rows.append({**_metrics(study, code, truth, raters, people, n_opt=None, design=f"fixed {k}/unit",
-                                    budget=k * truth.n_units, margin=args.margin), "seconds": seconds})
-            print(f"  {rows[-1]['design']}: {rows[-1]['ratings']} ratings, {seconds:.0f} s", flush=True)
-        for share in args.budgets:
-            budget = int(round(share * reference))
-            study, code, seconds = _run(truth, raters, people, mode="adaptive", cap=cap, budget=budget,
-                                        seed=args.seed, session=args.session)
-            rows.append({**_metrics(study, code, truth, raters, people, n_opt=truth.n_prompts * cap,
-                                    design=f"adaptive {share:.0%}", budget=budget, margin=args.margin),
-                         "seconds": seconds})
-            print(f"  {rows[-1]['design']}: {rows[-1]['ratings']} ratings, {seconds:.0f} s", flush=True)
+        for seed in range(args.seed, args.seed + args.repeats):
+            raters = simulation.simulate_raters(args.raters, bias_sd=args.bias_sd, noise=args.noise,
+                                                spammer_share=args.spammers, seed=seed)
+            people = [Rater.objects.create(platform=Rater.Platform.PROLIFIC, external_id=f"sim-{seed}-{k}")
+                      for k in range(args.raters)]
+            for k in args.fixed:
+                study, code, seconds = _run(truth, raters, people, mode="balanced", cap=k,
+                                            budget=k * truth.n_units, seed=seed, session=args.session)
+                rows.append({**_metrics(study, code, truth, raters, people, n_opt=None, design=f"fixed {k}/unit",
+                                        budget=k * truth.n_units, margin=args.margin), "seconds": seconds})
+                print(f"  seed {seed}, {rows[-1]['design']}: {rows[-1]['ratings']} ratings, tau "
+                      f"{rows[-1]['tau_subject']:.3f} / {rows[-1]['tau_zmos']:.3f}, {seconds:.0f} s", flush=True)
+            for share in args.budgets:
+                budget = int(round(share * reference))
+                study, code, seconds = _run(truth, raters, people, mode="adaptive", cap=cap, budget=budget,
+                                            seed=seed, session=args.session)
+                rows.append({**_metrics(study, code, truth, raters, people, n_opt=truth.n_prompts * cap,
+                                        design=f"adaptive {share:.0%}", budget=budget, margin=args.margin),
+                             "seconds": seconds})
+                print(f"  seed {seed}, {rows[-1]['design']}: {rows[-1]['ratings']} ratings, tau "
+                      f"{rows[-1]['tau_subject']:.3f} / {rows[-1]['tau_zmos']:.3f}, {seconds:.0f} s", flush=True)
         table = pd.DataFrame(rows)
         table["share_of_ratings"] = table["ratings"] / reference
+        keep = [c for c in COLUMNS if c in table.columns]
+        table = table[keep].groupby("design", sort=False).mean(numeric_only=True).reset_index()
         print(f"\nEvalMi-50K perception truth: {truth.n_models} models x {truth.n_prompts} prompts "
               f"({truth.n_units} units), {args.raters} simulated raters (bias sd {args.bias_sd}, noise "
-              f"{args.noise}, spammers {args.spammers:.0%}), seed {args.seed}, adaptive cap {cap}, "
+              f"{args.noise}, spammers {args.spammers:.0%}), seeds {args.seed}..{args.seed + args.repeats - 1} "
+              f"(means), adaptive cap {cap}, "
               f"list of at least {adaptive.LIST_MIN} units per round")
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
             print(table[[c for c in COLUMNS if c in table.columns]].to_string(index=False))
-        goal = table.loc[table["design"] == f"fixed {max(args.fixed)}/unit", "tau_zmos"].iloc[0]
-        fine = table[table["design"].str.startswith("adaptive") & (table["tau_subject"] >= goal - 1e-12)
-                     & (table["wrong_subject"] <= 0.05)]
-        print(f"adaptive reaches fixed {max(args.fixed)}/unit's tau (z-MOS, EvalMi's estimator: {goal:.3f}) with "
-              f"wrong separations <= 5% at: "
-              + (f"{fine['share_of_ratings'].min():.0%} of its ratings" if len(fine) else "none of the budgets tried"))
+        reference_row = table[table["design"] == f"fixed {max(args.fixed)}/unit"].iloc[0]
+        for metric, against, label in (("tau_subject", "tau_zmos", "subject model vs fixed's z-MOS (EvalMi's estimator)"),
+                                       ("tau_subject", "tau_subject", "subject model vs subject model"),
+                                       ("tau_zmos", "tau_zmos", "z-MOS vs z-MOS")):
+            goal = reference_row[against]
+            fine = table[table["design"].str.startswith("adaptive") & (table[metric] >= goal - 1e-12)
+                         & (table["wrong_subject"] <= 0.05)]
+            print(f"adaptive reaches fixed {max(args.fixed)}/unit's tau ({label}: {goal:.3f}) with wrong "
+                  "separations <= 5% at: "
+                  + (f"{fine['share_of_ratings'].min():.0%} of its ratings" if len(fine) else "none of the budgets tried"))
 
     if args.sqlite:
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"replay_{os.getpid()}.sqlite3"
