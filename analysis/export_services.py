@@ -50,7 +50,7 @@ def sparse_layouts(study: Study) -> list[str]:
     missing. The per-vote and per-item tables are complete in every mode.
     """
     notes = []
-    if "imagenhub" in study.protocol_def.export_layouts and study.assignment_mode == Study.AssignmentMode.BALANCED:
+    if "imagenhub" in study.protocol_def.export_layouts and study.assignment_mode != Study.AssignmentMode.WHOLE_SET:
         notes.append(
             "This study hands each rater a share of the items (balanced assignment), so the ImagenHub TSVs "
             "(one file per rater, a row only where that rater rated every model on a sample) are sparse: "

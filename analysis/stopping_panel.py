@@ -53,7 +53,7 @@ BOOTSTRAP = 200  # replicates behind the pairwise study's Bradley–Terry std (t
 def primary_dimension(study: Study) -> str | None:
     """The dimension the panel ranks on: ImagenHub's overall score O, EvalMi's correspondence when
     present, else the protocol's first; None for pairwise studies."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         return None
     dims = dashboard.analysis_dimensions(study)
     if "O" in dims:
@@ -150,7 +150,7 @@ def _finite(value) -> float | None:
 
 def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarray, np.ndarray, np.ndarray] | str:
     """(method, dimension, model names, estimate, std, ratings) or the reason there are none."""
-    if study.protocol == protocols.PAIRWISE:
+    if not study.protocol_def.has_scales:
         frame = comparisons_frame(study)
         if frame.empty:
             return "no comparisons yet"

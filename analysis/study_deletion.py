@@ -24,6 +24,7 @@ from raters.models import (
     RaterStanding,
 )
 from tasks.models import (
+    AllocationRound,
     Assignment,
     Comparison,
     ComparisonGold,
@@ -135,6 +136,7 @@ def _delete_steps(study_ids: list[int]) -> list[_DeleteStep]:
         _DeleteStep(RaterAction, ("study",), [by_study(RaterAction)]),
         _DeleteStep(Participation, ("study",), [by_study(Participation)]),
         _DeleteStep(ScreenReport, ("study",), [by_study(ScreenReport)]),
+        _DeleteStep(AllocationRound, ("study",), [by_study(AllocationRound)]),
         _DeleteStep(ProtocolVersion, ("study",), [by_study(ProtocolVersion)]),
         _DeleteStep(owners, ("study",), [by_study(owners)]),
         _DeleteStep(collaborators, ("study",), [by_study(collaborators)]),

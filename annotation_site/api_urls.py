@@ -7,6 +7,7 @@ from analysis import api as analysis_api
 from analysis import export_api
 from analysis import stopping_api  # noqa: I001 (apart from release_api: merges with the allocation API's import)
 from analysis import release_api
+from tasks import allocation_api
 from tasks import api as task_api
 
 urlpatterns = [
@@ -18,6 +19,7 @@ urlpatterns = [
     path("studies/<slug:slug>/clone/", task_api.StudyAction.as_view(action="clone"), name="api-study-clone"),
     path("studies/<slug:slug>/items/", task_api.StudyItems.as_view(), name="api-study-items"),
     path("studies/<slug:slug>/ratings/", task_api.StudyRatings.as_view(), name="api-study-ratings"),
+    path("studies/<slug:slug>/allocation/", allocation_api.StudyAllocation.as_view(), name="api-study-allocation"),
     path("studies/<slug:slug>/results/", analysis_api.StudyResults.as_view(), name="api-study-results"),
     path("studies/<slug:slug>/export/", analysis_api.StudyExport.as_view(), name="api-study-export"),
     path("studies/<slug:slug>/exports/", export_api.StudyExports.as_view(), name="api-study-exports"),

@@ -33,6 +33,11 @@ SECTIONS = [
       "qualification_failed_code", "qualification_failed_url", "closed_code", "closed_url"]),
     ("Sessions and assignment", "",
      ["units_per_session", "raters_per_item", "assignment_mode"]),
+    ("Adaptive assignment",
+     "Only in adaptive mode: each claim takes the least certain units of the models whose place in the ranking "
+     "is still open; a unit stops at its cap (raters per item), at the target half-width, or when its model is "
+     "settled. Every recomputation is recorded (API: allocation/).",
+     ["adaptive_target_halfwidth", "adaptive_alpha", "adaptive_margin", "adaptive_min_ratings"]),
     ("Consent, pay and contact", "Shown to raters on the consent page.",
      ["consent_text", "estimated_minutes", "pay_per_hour", "pay_currency", "contact", "seconds_per_unit_estimate"]),
     ("Instructions", "Shown before the first screen, above the rubric. Add worked examples with images below.",
@@ -77,6 +82,14 @@ class StudyConfigureForm(forms.Form):
                                            help_text="Balanced mode: screens a rater gets per session")
     raters_per_item = forms.IntegerField(label="Raters per item", min_value=1, max_value=100)
     assignment_mode = forms.ChoiceField(label="Assignment mode", choices=Study.AssignmentMode.choices)
+    adaptive_target_halfwidth = forms.FloatField(
+        label="Target item CI half-width", required=False, min_value=0.001, max_value=100,
+        help_text="Rating-scale points (95 %); empty = no item target")
+    adaptive_alpha = forms.FloatField(label="Verdict error rate (alpha)", min_value=0.001, max_value=0.2,
+                                      help_text="Anytime-valid: holds however often the verdicts are read")
+    adaptive_margin = forms.FloatField(label="Tie margin", min_value=0, max_value=100,
+                                       help_text="Models closer than this (rating-scale points) are declared tied")
+    adaptive_min_ratings = forms.IntegerField(label="Burn-in ratings per unit", min_value=0, max_value=100)
 
     consent_text = forms.CharField(label="Consent text", required=False, max_length=TEXT_MAX,
                                    widget=forms.Textarea(attrs={"rows": 5}),

@@ -33,6 +33,7 @@ STUDY_FIELDS = (
     "units_per_session", "raters_per_item", "assignment_mode",
     "consent_text", "estimated_minutes", "pay_per_hour", "pay_currency", "contact",
     "instructions", "seconds_per_unit_estimate",
+    "adaptive_target_halfwidth", "adaptive_alpha", "adaptive_margin", "adaptive_min_ratings",
 )
 POLICY_FIELDS = (
     "qualification_required", "qualification_size", "qualification_pass_share", "qualification_max_attempts",

@@ -61,6 +61,7 @@ class Study(models.Model):
     class AssignmentMode(models.TextChoices):
         WHOLE_SET = "whole_set", "Whole set per rater (as ImagenHub)"
         BALANCED = "balanced", "Balanced overlap (raters per item)"
+        ADAPTIVE = "adaptive", "Adaptive: least certain units of unsettled models first (raters per item = cap)"
 
     class State(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -92,6 +93,18 @@ class Study(models.Model):
         help_text="Screens a rater gets per session in balanced mode (items, EvalMi trials or comparisons)",
     )
     settings = models.JSONField(default=dict, blank=True, help_text="Protocol settings, validated per protocol")
+    # Adaptive assignment (tasks.assignment.adaptive; unused in the other modes). A unit's cap is
+    # raters_per_item, the quota every mode's claims honour.
+    adaptive_target_halfwidth = models.FloatField(
+        null=True, blank=True,
+        help_text="Adaptive: a unit stops when its 95 % CI half-width reaches this (rating-scale points; "
+                  "empty = no item target, units stop at their cap or when their model is settled)")
+    adaptive_alpha = models.FloatField(
+        default=0.05, help_text="Adaptive: error rate of the anytime-valid verdicts on model pairs")
+    adaptive_margin = models.FloatField(
+        default=0.0, help_text="Adaptive: two models within this many rating-scale points are declared tied")
+    adaptive_min_ratings = models.PositiveSmallIntegerField(
+        default=1, help_text="Adaptive burn-in: ratings every unit gets before the allocation ranks it")
     completion_code = models.CharField(max_length=64, blank=True, help_text="Shown to crowd raters when they finish")
     completion_url = models.URLField(blank=True, help_text="Where crowd raters are sent when they finish (Prolific)")
     # The other ways a crowd rater leaves a study, each with the code and link their platform
@@ -154,6 +167,12 @@ class Study(models.Model):
             raise ValidationError({"task_type": f"{self.protocol_def.title} studies need one of: {', '.join(required)}"})
         if self.raters_per_item < 1:
             raise ValidationError({"raters_per_item": "At least one rater per item is needed"})
+        if not 0 < self.adaptive_alpha < 0.5:
+            raise ValidationError({"adaptive_alpha": "Between 0 and 0.5 (0.05 is usual)"})
+        if self.adaptive_margin < 0:
+            raise ValidationError({"adaptive_margin": "Zero or more"})
+        if self.adaptive_target_halfwidth is not None and self.adaptive_target_halfwidth <= 0:
+            raise ValidationError({"adaptive_target_halfwidth": "More than zero, or empty for none"})
 
     @property
     def task_label(self) -> str:
@@ -166,6 +185,30 @@ class Study(models.Model):
     def is_visible_to(self, user) -> bool:
         """Whether ``user`` may see and run this study (see ``StudyQuerySet.visible_to``)."""
         return Study.objects.visible_to(user).filter(pk=self.pk).exists()
+
+
+class AllocationRound(models.Model):
+    """One recomputation of an adaptive study's priority list (tasks.assignment.adaptive), kept
+    for audit and replay: what the estimates saw, the units chosen in order with their reason
+    codes and claim limits, how many units fell under each reason, and the model-pair verdicts."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="allocation_rounds")
+    created_at = models.DateTimeField(auto_now_add=True)
+    trigger = models.CharField(max_length=16, help_text="first, ratings, time or exhausted")
+    ratings_seen = models.PositiveIntegerField(help_text="Ratings behind the estimates")
+    last_rating_id = models.BigIntegerField(default=0, help_text="Newest rating seen: staleness is counted from it")
+    units = models.JSONField(default=list, help_text="[unit id, reason code, claim limit] best first")
+    truncated = models.BooleanField(default=False, help_text="More units were eligible than the list holds")
+    reasons = models.JSONField(default=dict, help_text="Reason → units, over all of the study's units")
+    verdicts = models.JSONField(default=list, help_text="Adjacent model pairs: difference, interval, verdict")
+    parameters = models.JSONField(default=dict, help_text="Settings and seed the round used (for replay)")
+
+    class Meta:
+        ordering = ["study", "-id"]
+        indexes = [models.Index(fields=["study", "-id"], name="allocation_round_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.study.slug} round {self.pk}"
 
 
 class GenModel(models.Model):

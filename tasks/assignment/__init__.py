@@ -41,6 +41,7 @@ from raters.gold import may_work
 from raters.models import AttentionCheck, Rater, RaterStanding
 from analysis.science import protocols
 from tasks import sql
+from tasks.assignment import adaptive
 from tasks.assignment.gold import attention_check_due, gold_slot_comparison, gold_slot_item, gold_slot_trial, trial_size
 from tasks.models import (
     RANK_RANGE,
@@ -279,6 +280,11 @@ def _claim_items(*, rater, study, rng, position, lease_until) -> int:
         free = Item.objects.filter(~Exists(GoldAnswer.objects.filter(item=OuterRef("pk"))),
                                    ~Exists(AttentionCheck.objects.filter(item=OuterRef("pk"))),
                                    study=study, claims__lt=quota).exclude(seen)
+        if study.assignment_mode == Study.AssignmentMode.ADAPTIVE:  # the study's priority list
+            return adaptive.claim(
+                study=study, model=Item, free=free, screens=study.units_per_session,
+                build=lambda pk, screen, slot: Assignment(study=study, rater=rater, item_id=pk, position=position + screen,
+                                                          slot=slot, lease_expires_at=lease_until))
         return _claim_by_rank(
             model=Item, free=free, need=study.units_per_session, quota=quota, rng=rng,
             build=lambda pk, n: Assignment(study=study, rater=rater, item_id=pk, position=position + n, slot=0,
@@ -364,6 +370,12 @@ def _claim_trials(*, rater, study, rng, position, lease_until) -> int:
     quota = study.raters_per_item
     seen = _seen_items(rater)
     pool = Item.objects.filter(study=study, gold__isnull=True, attention_check__isnull=True, claims__lt=quota).exclude(seen)
+    if study.assignment_mode == Study.AssignmentMode.ADAPTIVE:  # listed units of one instance form a trial
+        return adaptive.claim(
+            study=study, model=Item, free=pool, screens=study.units_per_session, per_screen=per_trial,
+            group="instance_id",
+            build=lambda pk, screen, slot: Assignment(study=study, rater=rater, item_id=pk, position=position + screen,
+                                                      slot=slot, lease_expires_at=lease_until))
     by_instance: dict[int, list[tuple]] = defaultdict(list)
     for row in pool.values_list("pk", "claims", "instance_id"):
         by_instance[row[2]].append(row)
@@ -396,6 +408,9 @@ def _claim_comparisons(*, rater, study, rng, position, lease_until) -> int:
         return Assignment(study=study, rater=rater, comparison_id=pk, position=position + n, slot=0,
                           presentation={"left": left}, lease_expires_at=lease_until)
 
+    if study.assignment_mode == Study.AssignmentMode.ADAPTIVE:  # the study's priority list of comparisons
+        return adaptive.claim(study=study, model=Comparison, free=free, screens=study.units_per_session,
+                              build=lambda pk, screen, slot: build(pk, screen))
     return _claim_by_rank(model=Comparison, free=free, need=study.units_per_session, quota=study.raters_per_item,
                           rng=rng, build=build)
 

@@ -62,6 +62,7 @@ ACCESS: list[tuple[str, str]] = [
     (r"^studies/<slug:slug>/(raters|judges|exports)/", "owner"),
     (r"^api/(schema|docs|redoc)/$", "public"),  # describes the API, holds no data
     (r"^api/(studies|judge-runs|judge-endpoints)/$", "researcher"),
+    (r"^api/studies/<slug:slug>/allocation/$", "owner"),  # adaptive rounds: the study's team only
     (r"^api/studies/<slug:slug>/", "owner"),
     (r"^api/judge-runs/<int:pk>/", "owner"),  # the run, its cancel/ and resume/
     (r"^research/new/$", "researcher"),
