@@ -38,7 +38,7 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.data import comparisons_frame
-from analysis.science import allocation, live_estimates, protocols, stopping
+from analysis.science import allocation, live_estimates, stopping
 from analysis.science.pairwise import pairwise_summary
 from raters.costs import study_cost
 from tasks.models import Study
