@@ -20,7 +20,7 @@ from django.core.cache import cache
 
 from analysis import dashboard
 from analysis.science import protocols
-from analysis.science.formats import read_evalmi_mos
+from analysis.science.formats import read_mos_table
 from analysis.science.planning import Plan
 from analysis.science.planning_sources import (VarianceComponents, components_from_fit, expected_alpha,
                                                plan_from_components)
@@ -79,12 +79,7 @@ def study_dimensions(study: Study) -> list[str]:
 def _read_mos(path: str, mtime: float) -> pd.DataFrame:
     """A published sheet, read once per file version (EvalMi's 50,400-row workbook takes seconds)."""
     source = Path(path)
-    if source.suffix == ".parquet":
-        frame = pd.read_parquet(source)
-    elif source.suffix == ".csv":
-        frame = pd.read_csv(source)
-    else:
-        frame = read_evalmi_mos(source)
+    frame = read_mos_table(source)
     if "model" not in frame or not {"prompt_number", "instance"} & set(frame.columns):
         raise SourceUnavailable(f"{source.name} has no model and prompt columns")
     return frame

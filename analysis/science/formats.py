@@ -266,6 +266,16 @@ def read_evalmi_mos(path: Path | str) -> pd.DataFrame:
     return out
 
 
+def read_mos_table(path: Path | str) -> pd.DataFrame:
+    """A MOS sheet in :func:`read_evalmi_mos`'s columns: a .parquet or .csv written from it, or
+    EvalMi-50K's own workbook."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path)
+    return read_evalmi_mos(path)
+
 def read_evalmi_questions(path: Path | str) -> pd.DataFrame:
     """Read ``question.xlsx``: row i is prompt number i (1-based).
 

@@ -37,7 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.science import allocation, live_estimates, stopping
-from analysis.science.formats import read_evalmi_mos
+from analysis.science.formats import read_mos_table
 
 LIKERT = (1, 5)
 
@@ -105,16 +105,9 @@ def truth_from_mos(mos: pd.DataFrame, dim: str, *, scale=LIKERT, mos_range=(0.0,
 
 
 def load_evalmi_truth(path: Path | str, dim: str = "perception", *, prompts: int | None = None, seed: int = 0) -> Truth:
-    """EvalMi-50K's ``AIGI2025_MOS_yn.xlsx`` (or a .parquet / .csv of :func:`read_evalmi_mos`'s
+    """EvalMi-50K's ``AIGI2025_MOS_yn.xlsx`` (or a .parquet / .csv of :func:`analysis.science.formats.read_evalmi_mos`'s
     columns) as truth; ``dim``: ``perception`` or ``correspondence``."""
-    path = Path(path)
-    if path.suffix == ".parquet":
-        mos = pd.read_parquet(path)
-    elif path.suffix == ".csv":
-        mos = pd.read_csv(path)
-    else:
-        mos = read_evalmi_mos(path)
-    return truth_from_mos(mos, dim, prompts=prompts, seed=seed)
+    return truth_from_mos(read_mos_table(path), dim, prompts=prompts, seed=seed)
 
 
 # ---------------------------------------------------------------- raters
