@@ -25,6 +25,7 @@ from analysis.models import JudgeRun, JudgeScore, JudgeVerdict
 from analysis.report import human_item_scores
 from analysis.science.report import QA_DIMENSION
 from analysis.science import plots, protocols
+from raters.exclusion import analysis_ratings
 from tasks.models import Item, Rating, Study
 
 DISAGREEMENTS_SHOWN = 12
@@ -113,7 +114,9 @@ def _transcript_round(round_: dict) -> dict:
 def _pairwise_block(study: Study) -> list[dict]:
     """Per judge with verdicts: agreement with the human majority, single grading and position bias."""
     votes: dict[int, list[str]] = {}
-    for comparison_id, values in Rating.objects.filter(study=study, comparison__isnull=False).values_list("comparison_id", "values"):
+    # the human side as the report reads it: excluded raters' votes left out (raters.exclusion)
+    human = analysis_ratings(study).filter(comparison__isnull=False)
+    for comparison_id, values in human.values_list("comparison_id", "values"):
         votes.setdefault(comparison_id, []).append((values or {}).get("preference"))
     blocks = []
     runs = JudgeRun.objects.filter(study=study, verdicts__isnull=False).distinct().select_related("judge")

@@ -245,3 +245,27 @@ def test_the_run_judge_command_runs_and_reruns_from_cache(server):
     out = StringIO()
     call_command("run_judge", study.slug, "--judge", "cli-vie", stdout=out)
     assert "0 requests, 2 from cache" in out.getvalue()
+
+
+def test_the_judges_page_compares_pairwise_verdicts_with_the_reports_humans_not_excluded_raters():
+    """The human majority behind the judges page's pairwise agreement leaves out the votes of
+    raters excluded from analysis, as the report does (raters.exclusion)."""
+    from analysis.judge_views import _pairwise_block
+    from analysis.models import Judge
+    from raters.models import RaterStanding
+    from tasks.models import Rating
+    from tests.factories import make_rater
+
+    study = make_study(protocol="pairwise", task_type="text_to_image")
+    comparison = make_comparison(study)
+    judge = Judge.objects.create(name="gpt4v-page", kind="gpt4v", params={"model": "fake-good"})
+    run = JudgeRun.objects.create(judge=judge, study=study, state=JudgeRun.State.DONE)
+    JudgeVerdict.objects.create(run=run, comparison=comparison, final="A", first="A", second="A")
+    kept = make_rater()
+    Rating.objects.create(study=study, rater=kept, comparison=comparison, values={"preference": "A"})
+    for _ in range(2):  # two raters the study rejected, both for B
+        rejected = make_rater()
+        Rating.objects.create(study=study, rater=rejected, comparison=comparison, values={"preference": "B"})
+        RaterStanding.objects.create(study=study, rater=rejected, state=RaterStanding.State.REJECTED, reason="fast")
+    (block,) = _pairwise_block(study)
+    assert (block["agreement"].n_pair, block["agreement"].pair_vs_human) == (1, 1.0)  # the kept rater's A, not B 2:1
