@@ -123,3 +123,30 @@ def browser_login(page, username: str, password: str = "pw-for-tests") -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit], input[type=submit]")
     page.wait_for_url("**/")
+
+
+def all_at_once(callables) -> list[Exception]:
+    """Run each callable in its own thread, released together by a barrier (concurrency tests on
+    PostgreSQL); each thread closes its database connection. Returns what they raised."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(len(callables))
+    errors: list[Exception] = []
+
+    def work(call):
+        try:
+            barrier.wait()
+            call()
+        except Exception as exc:  # collected for the test to assert on
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in callables]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors

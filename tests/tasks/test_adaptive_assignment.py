@@ -2,8 +2,8 @@
 list, keep every guarantee of the balanced claim (quota, one unit per rater, gold and attention
 slots, leases) and stay safe under concurrent claims (PostgreSQL)."""
 
-import threading
 from collections import Counter
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -13,6 +13,7 @@ from tasks.assignment import adaptive, assignment_batch_claim, assignment_next
 from tasks.models import AllocationRound, Assignment, Comparison, Item, Study
 from tasks.services import rating_submit
 from tests.factories import make_attention_check, make_gold, make_instance, make_item, make_rater, make_study, make_user
+from tests.conftest import all_at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -203,23 +204,7 @@ def test_many_raters_claiming_at_once_in_adaptive_mode_never_over_assign_and_rec
     study = make_study(assignment_mode=ADAPTIVE, units_per_session=8, raters_per_item=2)
     _grid(study, instances=4, models=("M1", "M2", "M3", "M4", "M5"))  # 20 units x cap 2 = 40 claims
     raters = [make_rater() for _ in range(12)]
-    barrier = threading.Barrier(len(raters))
-    errors = []
-
-    def work(rater):
-        try:
-            barrier.wait()
-            assignment_next(rater=rater, study=study)
-        except Exception as exc:  # collected and asserted below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in raters]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = all_at_once([partial(assignment_next, rater=rater, study=study) for rater in raters])
     assert errors == []
     per_item = Counter(Assignment.objects.values_list("item_id", flat=True))
     assert max(per_item.values()) <= 2

@@ -1,5 +1,5 @@
-import threading
 from collections import Counter
+from functools import partial
 from datetime import timedelta
 
 import pytest
@@ -18,6 +18,7 @@ from tasks.assignment import (
 from tasks.models import Assignment, Comparison, GoldAnswer, Instance, Item, Participation, Study
 from tasks.services import rating_submit
 from tests.factories import make_instance, make_item, make_rater, make_study
+from tests.conftest import all_at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -237,23 +238,7 @@ def test_many_raters_claiming_at_once_never_over_assign_an_item():
     study = make_study(units_per_session=8, raters_per_item=2)
     _grid(study, instances=4)  # 20 items × 2 = 40 claims for 12 raters × 8 wanted
     raters = [make_rater() for _ in range(12)]
-    barrier = threading.Barrier(len(raters))
-    errors = []
-
-    def work(rater):
-        try:
-            barrier.wait()
-            assignment_next(rater=rater, study=study)
-        except Exception as exc:  # collected and asserted below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in raters]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = all_at_once([partial(assignment_next, rater=rater, study=study) for rater in raters])
     assert errors == []
     per_item = Counter(Assignment.objects.values_list("item_id", flat=True))
     assert max(per_item.values()) <= 2
