@@ -67,8 +67,9 @@ def published_sources() -> dict[str, PublishedSource]:
 
 def finished_studies(user, study: Study):
     """Closed rating-scale studies the user can see, newest first (never the study itself)."""
-    return (Study.objects.visible_to(user).filter(state=Study.State.CLOSED).exclude(pk=study.pk)
-            .exclude(protocol=protocols.PAIRWISE).order_by("-created_at"))
+    rated = [key for key, definition in protocols.PROTOCOLS.items() if definition.has_scales]
+    return (Study.objects.visible_to(user).filter(state=Study.State.CLOSED, protocol__in=rated).exclude(pk=study.pk)
+            .order_by("-created_at"))
 
 
 def study_dimensions(study: Study) -> list[str]:

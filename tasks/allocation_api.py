@@ -29,10 +29,11 @@ class StudyAllocation(APIView):
                        "mode": serializers.CharField(), "rounds": serializers.ListField(child=serializers.DictField())}))
     def get(self, request: Request, slug: str) -> Response:
         study = Study.objects.visible_or_404(request.user, slug)
-        try:
-            limit = min(ROUNDS_MAX, max(1, int(request.query_params.get("limit", 20))))
-            before = request.query_params.get("before")
-            before = int(before) if before not in (None, "") else None
-        except ValueError:
-            return Response({"detail": "limit and before are whole numbers."}, status=400)
+        limit, before = request.query_params.get("limit", "20"), request.query_params.get("before", "")
+        # ASCII digits only, and a round id within the key's range: int() would take "١٢" or " 5",
+        # and an id past 2**63 reaches the database as an overflow (a 500), not a 400
+        if not (limit.isascii() and limit.isdigit() and len(limit) <= 6) or not (
+                before == "" or (before.isascii() and before.isdigit() and len(before) <= 18)):
+            return Response({"detail": "limit and before are whole numbers (before: a round id)."}, status=400)
+        limit, before = min(ROUNDS_MAX, max(1, int(limit))), (int(before) if before else None)
         return Response({"mode": study.assignment_mode, "rounds": rounds(study, limit=limit, before=before)})

@@ -177,6 +177,11 @@ def test_the_allocation_api_shows_the_rounds_to_the_study_team_only(client):
     first = body["rounds"][0]
     assert first["trigger"] == "first" and first["units"][0]["reason"] == "burn-in: below the minimum ratings"
     assert client.get(url + "?limit=x").status_code == 400
+    for hostile in ("?before=99999999999999999999999", "?before=%D9%A1", "?limit=%205", "?before=-1", "?before=1%00"):
+        assert client.get(url + hostile).status_code == 400, hostile
+    rid = first["id"]
+    assert client.get(url + f"?before={rid}").json()["rounds"] == []  # pages back from a round id
+    assert len(client.get(url + f"?before={rid + 1}&limit=1").json()["rounds"]) == 1
     assert client.post(url).status_code == 405
 
 
