@@ -9,6 +9,11 @@ carries an interval also carries ``intervals``: which kind each of its ``*ci95``
 * ``"items+raters"``: the two-way bootstrap of items and raters;
 * ``"judgements"``: judgements resampled one by one (a fixed-rater pairwise study, as before).
 
+Each two-way interval's method is in ``interval_methods``: ``"percentile bootstrap"``, or
+``"jackknife"`` (delete-one over items plus over raters) where the bootstrap would handle more than
+:data:`analysis.science.rater_bootstrap.JACKKNIFE_ABOVE` ratings x replicates (EvalMi-50K's
+per-model intervals: 33,600 ratings each).
+
 In a sampled study the item-only interval stays beside the new one as ``<key>_items`` so a
 reader can see how much the raters add. Gwet's AC1/AC2 and percent agreement keep their item
 intervals (``"items"``) in both kinds of study.
@@ -63,6 +68,7 @@ def _replace(block: dict, key: str, value_key: str, interval: Interval, note: No
     old_kind = block["intervals"].get(parent or key, ITEMS)
     block["intervals"][f"{parent or key}_items"] = old_kind
     block["intervals"][parent or key] = interval.kind
+    block.setdefault("interval_methods", {})[parent or key] = interval.method
     target[leaf] = interval.ci95
     if interval.ci95 is None:
         note(f"{where}.{key}", interval.reason or "bootstrap interval undefined")
@@ -88,6 +94,7 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
         block["intervals"] = {"alpha_ci95": ITEMS, "fleiss_kappa_ci95": ITEMS, **{key: ITEMS for key in _ITEM_ONLY}}
     if not sampled:
         return
+    used: set[str] = set()
     for dim in dims:
         if dim not in mos_frame.columns:
             continue
@@ -98,6 +105,7 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
             if block is None or block.get("mean") is None:
                 continue
             _replace(block, "ci95", "mean", interval, note, f"models.{model}.dimensions.{dim}")
+            used.add(interval.method)
         if dim not in agreement_frame.columns:
             continue
         frame = agreement_frame.loc[agreement_frame[dim].notna(), ["rater", "item", "model", dim]]
@@ -110,6 +118,8 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
             _, intervals = agreement_intervals(group, value=dim, raters=True, n_boot=n_boot, seed=seed)
             for measure, (value_key, key) in _AGREEMENT_KEYS.items():
                 _replace(block, key, value_key, intervals[measure], note, where)
+                used.add(intervals[measure].method)
+    report["two_way_interval_methods"] = sorted(used)
 
 
 def correlation_block(raters: pd.DataFrame | None, judge: pd.Series, *, hdim: str, sampled: bool,
