@@ -60,8 +60,9 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
     rep_means = None
     if n_boot > 0:
         counts = bootstrap_counts(n_instances, n_boot, np.random.default_rng(seed))
+        rep_sums, rep_counts = counts @ filled, counts @ present
         with np.errstate(divide="ignore", invalid="ignore"):
-            rep_means = (counts @ filled) / (counts @ present)  # NaN where a model drew no instance
+            rep_means = rep_sums / rep_counts  # NaN where a model drew no instance
         undefined = ~np.isfinite(rep_means).all(axis=1)
         ranks = stats.rankdata(-sign * np.nan_to_num(rep_means), method="min", axis=1)
     for k, model in enumerate(order):
@@ -84,9 +85,12 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
                     "difference": float(difference.mean()) if both.any() else None, "ci95": None, "p": None,
                     "p_counted": None, "bootstrap_undefined_share": None}
             if rep_means is not None and both.any():
-                gaps = np.where(both, np.nan_to_num(values[:, a] - values[:, b]), 0.0)
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    replicates = (counts @ gaps) / (counts @ both.astype(float))
+                    if both.all():  # the usual complete design: the models' replicate sums already hold it
+                        replicates = (rep_sums[:, a] - rep_sums[:, b]) / rep_counts[:, a]
+                    else:
+                        gaps = np.where(both, np.nan_to_num(values[:, a] - values[:, b]), 0.0)
+                        replicates = (counts @ gaps) / (counts @ both.astype(float))
                 summary = summarise_replicates(pair["difference"], replicates)
                 pair.update(ci95=list(summary.ci95) if summary.ci95 else None, p=summary.p_value,
                             p_counted=summary.p_counted, bootstrap_undefined_share=summary.undefined / n_boot)

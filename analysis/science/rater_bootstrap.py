@@ -206,6 +206,17 @@ def _chunks(n_boot: int, width: int) -> Iterable[int]:
 
 
 def _codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes 0..n-1 of the distinct values in sorted order (``pd.factorize(sort=True)``). A
+    categorical column (the report's item and rater labels) is coded from its categories without
+    writing its 800,000 labels out (that took 0.9 s of an EvalMi-scale report)."""
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        category_codes = values.cat.codes.to_numpy()
+        if len(category_codes) and category_codes.min() >= 0:
+            used = np.unique(category_codes)
+            order = np.argsort(np.asarray(values.cat.categories)[used], kind="stable")
+            rank = np.zeros(len(values.cat.categories), dtype=np.int64)
+            rank[used[order]] = np.arange(len(used))
+            return rank[category_codes], len(used)
     codes, uniques = pd.factorize(np.asarray(values), sort=True)
     return codes.astype(np.int64), len(uniques)
 
@@ -310,15 +321,18 @@ def _mean_jackknife_intervals(rated: pd.DataFrame, *, value: str, group: str, es
     if estimator not in ("item_means", "rater_means"):
         raise ValueError(f"estimator must be 'item_means' or 'rater_means', got {estimator!r}")
     kind = kind_of(raters)
+    items_all, _ = _codes(rated["item"])
+    raters_all, _ = _codes(rated["rater"])
+    x_all = rated[value].to_numpy(float)
     out = {}
     for name, rows in rated.groupby(group, sort=True, observed=True).indices.items():
-        item, n_items = _codes(rated["item"].to_numpy()[rows])
-        rater, n_raters = _codes(rated["rater"].to_numpy()[rows])
+        item, n_items = _codes(items_all[rows])
+        rater, n_raters = _codes(raters_all[rows])
         small = _too_small(n_items, n_raters, kind=kind, n_boot=n_boot)
         if small is not None:
             out[name] = small
             continue
-        x = rated[value].to_numpy(float)[rows]
+        x = x_all[rows]
         if estimator == "item_means":
             point, without_items, without_raters = mean_of_means_jackknife(item, rater, x)
         else:
@@ -504,6 +518,71 @@ def agreement_jackknife(unit: np.ndarray, rater: np.ndarray, category: np.ndarra
     per_rater = _matrix(rater, flat, np.ones(len(flat)), (n_raters, n_units * n_values))
     without_raters = _measures(totals[None, :] + per_rater @ cell_change, categories)
     return values, {name: (without_units[name], without_raters[name]) for name in values}
+
+
+def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "model", raters: bool = True
+                           ) -> dict:
+    """:func:`agreement_intervals` by the jackknife for all of ``ratings`` (key None) and for each
+    ``group`` (a model: its items are its own), in one pass: ``{None | group: ({measure: value},
+    {measure: Interval})}``. Every unit's terms are computed once and summed per group; alpha and
+    kappa do not change with categories a group never used, so one category list serves all.
+    At EvalMi scale this is 50 intervals from one set of array passes instead of 50 calls."""
+    kind = kind_of(raters)
+    frame = ratings.loc[ratings[value].notna(), ["rater", "item", group, value]]
+    unit, n_units = _codes(frame["item"])
+    rater, n_raters = _codes(frame["rater"])
+    group_code, n_groups = _codes(frame[group])
+    labels = sorted(np.asarray(pd.unique(frame[group])))  # the order of the codes
+    categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
+    n_values = len(categories)
+    unit_group = np.zeros(n_units, dtype=np.int64)
+    unit_group[unit] = group_code
+    flat = unit * n_values + category
+    n0 = np.bincount(flat, minlength=n_units * n_values).astype(float).reshape(n_units, n_values)
+    terms = _unit_terms(n0, n0.copy())
+    width = terms.shape[1]
+    by_group = np.zeros((n_groups, width))
+    np.add.at(by_group, unit_group, terms)  # n_groups rows: cheap
+    totals = terms.sum(axis=0)
+    points = _measures(np.vstack([totals, by_group]), categories)
+    fewer = n0[:, None, :] - np.eye(n_values)[None, :, :]
+    cell_change = (_unit_terms(fewer, fewer.copy()) - terms[:, None, :]).reshape(n_units * n_values, -1)
+    pair, pairs = pd.factorize(group_code * n_raters + rater)
+    pair_group = np.asarray(pairs) // n_raters
+    per_rater = _matrix(rater, flat, np.ones(len(flat)), (n_raters, n_units * n_values)) @ cell_change
+    per_pair = _matrix(pair, flat, np.ones(len(flat)), (len(pairs), n_units * n_values)) @ cell_change
+    all_without_units = _measures(totals[None, :] - terms, categories)
+    group_without_units = _measures(by_group[unit_group] - terms, categories)
+    all_without_raters = _measures(totals[None, :] + per_rater, categories)
+    group_without_raters = _measures(by_group[pair_group] + per_pair, categories)
+
+    def block(row: int, units: np.ndarray, rater_rows: np.ndarray, without_units: dict, without_raters: dict):
+        values = {name: float(v[row]) if np.isfinite(v[row]) else None for name, v in points.items()}
+        small = _too_small(len(units), len(rater_rows), kind=kind, n_boot=1)
+        if small is not None:
+            return values, {name: small for name in AGREEMENT_MEASURES}
+        clusters = min(len(units), len(rater_rows))
+        return values, {name: jackknife_interval(values[name], without_units[name][units],
+                                                 without_raters[name][rater_rows] if raters else None,
+                                                 kind=kind, clusters=clusters, upper=1.0)
+                        for name in AGREEMENT_MEASURES}
+
+    out = {None: block(0, np.arange(n_units), np.arange(n_raters), all_without_units, all_without_raters)}
+    units_of = np.argsort(unit_group, kind="stable")
+    unit_bounds = np.searchsorted(unit_group[units_of], np.arange(n_groups + 1))
+    pairs_of = np.argsort(pair_group, kind="stable")
+    pair_bounds = np.searchsorted(pair_group[pairs_of], np.arange(n_groups + 1))
+    for g in range(n_groups):
+        out[labels[g]] = block(g + 1, units_of[unit_bounds[g]:unit_bounds[g + 1]],
+                               pairs_of[pair_bounds[g]:pair_bounds[g + 1]], group_without_units, group_without_raters)
+    return out
+
+
+def use_jackknife(ratings: pd.DataFrame, *, value: str, group: str | None, n_boot: int, method: str = "auto") -> bool:
+    """Whether ``method`` means the jackknife for ``ratings`` (per ``group``: the largest decides)."""
+    rated = ratings[value].notna()
+    size = int(ratings.loc[rated].groupby(group, observed=True).size().max()) if group and rated.any() else int(rated.sum())
+    return _use_jackknife(method, size, n_boot)
 
 
 def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = True, n_boot: int = 1000,
@@ -725,5 +804,5 @@ def pairwise_intervals(comparisons: pd.DataFrame, *, raters: bool = True, both_b
             for j, m in enumerate(models)}
 
 
-__all__ = ["ITEMS", "ITEMS_RATERS", "KINDS", "Interval", "agreement_intervals", "correlation_intervals",
+__all__ = ["ITEMS", "ITEMS_RATERS", "KINDS", "Interval", "agreement_intervals", "agreement_jackknife_by", "use_jackknife", "correlation_intervals",
            "crossed_mean_variance", "mean_intervals", "mean_replicates", "pairwise_intervals", "percentile_interval", "OUTCOMES"]

@@ -28,7 +28,8 @@ from typing import Callable
 import pandas as pd
 
 from analysis.science.rater_bootstrap import (ITEMS, ITEMS_RATERS, HumanReplicates, Interval, agreement_intervals,
-                                      correlation_intervals, mean_intervals, pairwise_intervals)
+                                              agreement_jackknife_by, correlation_intervals, mean_intervals,
+                                              pairwise_intervals, use_jackknife)
 
 SAMPLED, FIXED = "sampled", "fixed"
 JUDGEMENTS = "judgements"
@@ -109,13 +110,21 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
         if dim not in agreement_frame.columns:
             continue
         frame = agreement_frame.loc[agreement_frame[dim].notna(), ["rater", "item", "model", dim]]
-        targets = [(f"study_level.dimensions.{dim}", report["study_level"].get("dimensions", {}).get(dim), frame)]
-        targets += [(f"models.{model}.dimensions.{dim}", models.get(str(model), {}).get("dimensions", {}).get(dim),
-                     group) for model, group in frame.groupby("model", sort=True, observed=True)]
+        study_block = report["study_level"].get("dimensions", {}).get(dim)
+        if use_jackknife(frame, value=dim, group="model", n_boot=n_boot):  # EvalMi scale: one pass for all
+            by = agreement_jackknife_by(frame, value=dim, group="model") if n_boot > 0 else {}
+            targets = [(f"study_level.dimensions.{dim}", study_block, by.get(None))]
+            targets += [(f"models.{model}.dimensions.{dim}", models.get(str(model), {}).get("dimensions", {}).get(dim),
+                         result) for model, result in by.items() if model is not None]
+        else:
+            targets = [(f"study_level.dimensions.{dim}", study_block, frame)]
+            targets += [(f"models.{model}.dimensions.{dim}", models.get(str(model), {}).get("dimensions", {}).get(dim),
+                         group) for model, group in frame.groupby("model", sort=True, observed=True)]
         for where, block, group in targets:
-            if block is None:
+            if block is None or group is None:
                 continue
-            _, intervals = agreement_intervals(group, value=dim, raters=True, n_boot=n_boot, seed=seed)
+            _, intervals = (group if isinstance(group, tuple)
+                            else agreement_intervals(group, value=dim, raters=True, n_boot=n_boot, seed=seed))
             for measure, (value_key, key) in _AGREEMENT_KEYS.items():
                 _replace(block, key, value_key, intervals[measure], note, where)
                 used.add(intervals[measure].method)

@@ -24,8 +24,9 @@ def _items(true_means, n=60, sd=0.3, seed=0, missing=0.0):
     return pd.DataFrame(rows, columns=["model", "instance", "score"])
 
 
-def test_pairs_and_ranks_equal_a_brute_force_loop_over_the_same_resamples():
-    items = _items({"A": 0.6, "B": 0.5, "C": 0.45, "D": 0.2}, n=25, missing=0.1)
+@pytest.mark.parametrize("missing", [0.1, 0.0], ids=["some-missing", "complete"])  # complete: the fast path
+def test_pairs_and_ranks_equal_a_brute_force_loop_over_the_same_resamples(missing):
+    items = _items({"A": 0.6, "B": 0.5, "C": 0.45, "D": 0.2}, n=25, missing=missing)
     result = compare_models(items, n_boot=200, seed=4)
     wide = items.pivot_table(index="instance", columns="model", values="score")
     order = list(result["ranks"])

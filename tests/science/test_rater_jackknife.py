@@ -125,3 +125,25 @@ def test_jackknife_intervals_stay_in_range_and_say_why_when_undefined():
     _, alone = rb.agreement_intervals(one_rater, value="score", method=rb.JACKKNIFE)
     assert alone["fleiss_kappa"].ci95 is None
     assert rb.jackknife_variance(np.array([np.nan, 1.0])) != rb.jackknife_variance(np.array([np.nan, 1.0]))  # NaN
+
+
+def test_codes_of_a_categorical_column_are_those_of_its_labels():
+    labels = pd.Series(["b", "a", "c", "a", "b"])
+    unused_first = pd.Series(pd.Categorical(labels, categories=["z", "c", "b", "a"]))
+    for values in (labels, unused_first, labels.astype("category")):
+        codes, n = rb._codes(values)
+        assert n == 3 and list(codes) == [1, 0, 2, 0, 1]
+
+
+def test_the_one_pass_by_model_equals_one_call_per_model_and_one_for_the_study():
+    frame = _crowd(seed=6, items=150, pool=10, models=3)
+    frame.loc[frame["model"] == "m1", "score"] = frame.loc[frame["model"] == "m1", "score"].clip(2, 5)  # m1 never says 1
+    frame["model"] = frame["model"].astype("category")
+    by = rb.agreement_jackknife_by(frame, value="score", group="model")
+    assert set(by) == {None, "m0", "m1", "m2"}
+    for key, subset in [(None, frame)] + [(m, frame[frame["model"] == m]) for m in ("m0", "m1", "m2")]:
+        values, intervals = rb.agreement_intervals(subset, value="score", method=rb.JACKKNIFE)
+        for name in values:
+            assert by[key][0][name] == pytest.approx(values[name], abs=1e-12)
+            assert by[key][1][name].ci95 == pytest.approx(intervals[name].ci95, abs=1e-12)
+            assert by[key][1][name].method == rb.JACKKNIFE
