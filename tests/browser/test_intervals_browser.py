@@ -4,6 +4,7 @@ Screenshots under artifacts/screenshots/intervals-*.png (copies in docs/screensh
 
 import pytest
 
+from analysis.science import rater_bootstrap
 from tasks.models import Study
 from tests.analysis.test_report import _judged_study
 from tests.factories import make_user
@@ -48,3 +49,21 @@ def test_a_researcher_sees_which_intervals_include_the_raters_and_switches_them(
     assert "items only" in page.locator("[data-testid=interval-kind]").inner_text()
     assert page.locator("td span[title='items resampled, raters fixed']").count() == 0
     screenshot(page, "intervals-leaderboard-fixed")
+
+
+def test_a_large_crowd_study_says_its_intervals_are_the_jackknife(browser_page, screenshot, tmp_path, monkeypatch):
+    """Past JACKKNIFE_ABOVE (here: any size) the model means and agreement come from the
+    delete-one jackknife over items plus over raters, and the page says so."""
+    monkeypatch.setattr(rater_bootstrap, "JACKKNIFE_ABOVE", 0)
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    owner = make_user(username="researcher")
+    study, _ = _judged_study(tmp_path, n_items=12)
+    study.owners.add(owner)
+    Study.objects.filter(pk=study.pk).update(rater_sampling="sampled")
+    _login(page, "researcher")
+    page.goto(f"/research/{study.slug}/leaderboard/?dim=O")
+    text = page.locator("[data-testid=interval-kind]").inner_text()
+    assert "items and raters" in text and "delete-one jackknife" in text
+    assert page.locator("td:has-text('[')").count() >= 2  # the models' intervals are there
+    screenshot(page, "intervals-leaderboard-jackknife")
