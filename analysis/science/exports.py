@@ -526,8 +526,7 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
                   "single value present.",
                   "- `Fleiss κ`: every distinct scale point a nominal category; items with fewer than 2 votes are "
                   "dropped and each item's agreement uses its own number of raters.",
-                  "- CIs of α and κ: percentile 95 % of a seeded bootstrap over items (the report's replicates and "
-                  "seed, see `report.json`); — when undefined."]
+                  _agreement_interval_how(report)]
     lines += ["", _screening_section(data, report, raters)]
     reasons = report.get("reasons", [])
     if reasons:
@@ -536,6 +535,19 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
         if len(reasons) > len(shown):
             lines.append(f"- … {len(reasons) - len(shown)} more in `report.json` (`reasons`)")
     return "\n".join(lines)
+
+
+def _agreement_interval_how(report: dict) -> str:
+    """How the model tables' 95 % CIs were made: the report's kind and method of interval."""
+    if report.get("rater_sampling") != "sampled":
+        return ("- CIs of the mean, α and κ: percentile 95 % of a seeded bootstrap over items, raters fixed (the "
+                "report's replicates and seed, see `report.json`); — when undefined.")
+    how = ("- CIs of the mean, α and κ: items and raters both resampled (the raters are a sample of a crowd): "
+           "percentile 95 % of a seeded two-way bootstrap")
+    if "jackknife" in report.get("two_way_interval_methods", []):
+        how += (", or, where a model's ratings are too many for it, the delete-one jackknife over items plus over "
+                "raters (T ± t·se); `interval_methods` in `report.json` says which")
+    return how + "; the item-only intervals are in `report.json` as `*_items`; — when undefined."
 
 
 def _screening_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> str:
