@@ -34,7 +34,8 @@ from analysis.science.judge_comparisons import JudgeBlock, compare_judges, yes_n
 from analysis.science.model_comparisons import compare_bradley_terry, compare_models
 from analysis.science.pairwise import pairwise_summary
 from analysis.science.rater_bootstrap import HumanReplicates
-from analysis.science.report_intervals import correlation_block, is_sampled, put_pairwise_intervals, put_rating_intervals
+from analysis.science.report_intervals import (correlation_block, is_sampled, put_pairwise_intervals,
+                                              put_rating_intervals, rating_intervals)
 from analysis.science.qa import item_verdicts, majority_votes, model_accuracy, verdict_as_number, yes_no_agreement
 from analysis.science.screening import mos_with_and_without_screening, screen_observers
 from analysis.science.subject_report import attach_items, fit_dimensions, section as subject_section
@@ -508,11 +509,17 @@ def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str],
         ceiling_frame = ratings[["rater", "item", "model"]].assign(
             **{dim: zscored[dim]["z_scaled"].reindex(ratings.index) for dim in dims}
         ).dropna(subset=dims, how="all")
-    _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
-                           ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
-    put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
-                         sampled=is_sampled(report["rater_sampling"]), estimator="item_means", n_boot=n_boot,
-                         seed=seed)
+    sampled = is_sampled(report["rater_sampling"])
+    with _background() as beside:
+        # the rater-inclusive intervals (pure: computed, then put in the same order as ever) run in
+        # a thread of their own while this one computes the ceiling
+        intervals = (beside.submit(rating_intervals, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
+                                   estimator="item_means", n_boot=n_boot, seed=seed) if sampled else None)
+        _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
+                               ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
+        put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
+                             sampled=sampled, estimator="item_means", n_boot=n_boot, seed=seed,
+                             computed=intervals.result() if intervals is not None else None)
     return items, _evalmi_qa(study, report, reasons, include_excluded)
 
 

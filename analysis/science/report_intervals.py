@@ -80,12 +80,39 @@ def _replace(block: dict, key: str, value_key: str, interval: Interval, note: No
         shares[value_key] = interval.undefined_share
 
 
+def rating_intervals(*, mos_frame: pd.DataFrame, agreement_frame: pd.DataFrame, dims: list[str], estimator: str,
+                     n_boot: int, seed: int) -> dict:
+    """The two-way intervals of a sampled study's model MOS and agreement, computed (no report
+    touched, so a report can run it in a thread beside other work): ``{dim: {"means": {model:
+    Interval}, "agreement": {None (the study) | model: {measure: Interval}}}}``."""
+    out: dict = {}
+    for dim in dims:
+        if dim not in mos_frame.columns:
+            continue
+        entry = out[dim] = {"means": mean_intervals(mos_frame[["rater", "item", "model", dim]], value=dim,
+                                                    estimator=estimator, raters=True, n_boot=n_boot, seed=seed),
+                            "agreement": {}}
+        if dim not in agreement_frame.columns:
+            continue
+        frame = agreement_frame.loc[agreement_frame[dim].notna(), ["rater", "item", "model", dim]]
+        if use_jackknife(frame, value=dim, group="model", n_boot=n_boot):  # EvalMi scale: one pass for all
+            entry["agreement"] = {key: intervals for key, (_, intervals)
+                                  in agreement_jackknife_by(frame, value=dim, group="model").items()}
+        else:
+            groups = [(None, frame)] + list(frame.groupby("model", sort=True, observed=True))
+            entry["agreement"] = {key: agreement_intervals(group, value=dim, raters=True, n_boot=n_boot,
+                                                           seed=seed)[1] for key, group in groups}
+    return out
+
+
 def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, agreement_frame: pd.DataFrame,
-                         dims: list[str], sampled: bool, estimator: str, n_boot: int, seed: int) -> None:
+                         dims: list[str], sampled: bool, estimator: str, n_boot: int, seed: int,
+                         computed: dict | None = None) -> None:
     """Model MOS and agreement intervals of an ImagenHub / EvalMi report, per model and dimension
     and (agreement) over the study. ``mos_frame``: ``rater, item, model, <dims>`` as the MOS averages
     them (ImagenHub 0-1 scores; EvalMi z' on 0-100); ``agreement_frame``: the ratings agreement
-    is computed on (raw points). Fixed raters only label the existing intervals ``"items"``."""
+    is computed on (raw points). Fixed raters only label the existing intervals ``"items"``.
+    ``computed``: :func:`rating_intervals` of the same arguments, when the caller ran it already."""
     models = report["models"]
     for model, entry in models.items():
         for dim, block in entry.get("dimensions", {}).items():
@@ -95,38 +122,27 @@ def put_rating_intervals(report: dict, note: Note, *, mos_frame: pd.DataFrame, a
         block["intervals"] = {"alpha_ci95": ITEMS, "fleiss_kappa_ci95": ITEMS, **{key: ITEMS for key in _ITEM_ONLY}}
     if not sampled:
         return
+    if computed is None:
+        computed = rating_intervals(mos_frame=mos_frame, agreement_frame=agreement_frame, dims=dims,
+                                    estimator=estimator, n_boot=n_boot, seed=seed)
     used: set[str] = set()
-    for dim in dims:
-        if dim not in mos_frame.columns:
-            continue
-        means = mean_intervals(mos_frame[["rater", "item", "model", dim]], value=dim, estimator=estimator,
-                               raters=True, n_boot=n_boot, seed=seed)
-        for model, interval in means.items():
+    for dim, entry in computed.items():
+        for model, interval in entry["means"].items():
             block = models.get(str(model), {}).get("dimensions", {}).get(dim)
             if block is None or block.get("mean") is None:
                 continue
             _replace(block, "ci95", "mean", interval, note, f"models.{model}.dimensions.{dim}")
             used.add(interval.method)
-        if dim not in agreement_frame.columns:
-            continue
-        frame = agreement_frame.loc[agreement_frame[dim].notna(), ["rater", "item", "model", dim]]
-        study_block = report["study_level"].get("dimensions", {}).get(dim)
-        if use_jackknife(frame, value=dim, group="model", n_boot=n_boot):  # EvalMi scale: one pass for all
-            by = agreement_jackknife_by(frame, value=dim, group="model") if n_boot > 0 else {}
-            targets = [(f"study_level.dimensions.{dim}", study_block, by.get(None))]
-            targets += [(f"models.{model}.dimensions.{dim}", models.get(str(model), {}).get("dimensions", {}).get(dim),
-                         result) for model, result in by.items() if model is not None]
-        else:
-            targets = [(f"study_level.dimensions.{dim}", study_block, frame)]
-            targets += [(f"models.{model}.dimensions.{dim}", models.get(str(model), {}).get("dimensions", {}).get(dim),
-                         group) for model, group in frame.groupby("model", sort=True, observed=True)]
-        for where, block, group in targets:
-            if block is None or group is None:
+        for key, intervals in entry["agreement"].items():
+            if key is None:
+                where, block = f"study_level.dimensions.{dim}", report["study_level"].get("dimensions", {}).get(dim)
+            else:
+                where = f"models.{key}.dimensions.{dim}"
+                block = models.get(str(key), {}).get("dimensions", {}).get(dim)
+            if block is None:
                 continue
-            _, intervals = (group if isinstance(group, tuple)
-                            else agreement_intervals(group, value=dim, raters=True, n_boot=n_boot, seed=seed))
-            for measure, (value_key, key) in _AGREEMENT_KEYS.items():
-                _replace(block, key, value_key, intervals[measure], note, where)
+            for measure, (value_key, name) in _AGREEMENT_KEYS.items():
+                _replace(block, name, value_key, intervals[measure], note, where)
                 used.add(intervals[measure].method)
     report["two_way_interval_methods"] = sorted(used)
 
