@@ -529,6 +529,11 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
     At EvalMi scale this is 50 intervals from one set of array passes instead of 50 calls."""
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", group, value]]
+    if frame[group].isna().any():  # ratings of no group count for the study only (as a groupby leaves them out)
+        grouped = agreement_jackknife_by(frame[frame[group].notna()], value=value, group=group, raters=raters)
+        grouped[None] = agreement_jackknife_by(frame.assign(**{group: "all"}), value=value, group=group,
+                                               raters=raters)[None]
+        return grouped
     unit, n_units = _codes(frame["item"])
     rater, n_raters = _codes(frame["rater"])
     group_code, n_groups = _codes(frame[group])

@@ -147,3 +147,14 @@ def test_the_one_pass_by_model_equals_one_call_per_model_and_one_for_the_study()
             assert by[key][0][name] == pytest.approx(values[name], abs=1e-12)
             assert by[key][1][name].ci95 == pytest.approx(intervals[name].ci95, abs=1e-12)
             assert by[key][1][name].method == rb.JACKKNIFE
+
+
+def test_ratings_without_a_model_count_for_the_study_only():
+    frame = _crowd(seed=7, items=90, pool=8, models=3)
+    frame.loc[frame["model"] == "m2", "model"] = None
+    by = rb.agreement_jackknife_by(frame, value="score", group="model")
+    assert set(by) == {None, "m0", "m1"}
+    whole, _ = rb.agreement_intervals(frame, value="score", method=rb.JACKKNIFE)
+    assert by[None][0]["alpha_interval"] == pytest.approx(whole["alpha_interval"], abs=1e-12)
+    alone, _ = rb.agreement_intervals(frame[frame["model"] == "m0"], value="score", method=rb.JACKKNIFE)
+    assert by["m0"][0]["alpha_interval"] == pytest.approx(alone["alpha_interval"], abs=1e-12)
