@@ -32,14 +32,16 @@ METHOD = ("paired bootstrap over instances (one resample serves every model); pa
           "ranks: 2.5th-97.5th percentile of the model's rank across resamples (1 = best)")
 
 
-def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, higher_is_better: bool = True) -> dict:
+def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, higher_is_better: bool = True,
+                   reuse: dict | None = None) -> dict:
     """All pairs and rank intervals from per-item scores ``model, instance, score`` (one score per
     (model, instance); several are averaged). Models are listed best first by their mean.
 
     Returns ``{"method", "n_boot", "instances", "ranks": {model: {"rank", "mean", "instances",
     "rank_ci95", "bootstrap_undefined_share"}}, "pairs": [{"first", "second", "difference", "ci95",
     "p", "p_holm", "separated", "instances", "bootstrap_undefined_share"}]}``; intervals are None with
-    ``n_boot`` = 0.
+    ``n_boot`` = 0. ``reuse``: a dict the caller keeps between calls (a report's dimensions): the
+    resample counts of the same number of instances, ``n_boot`` and ``seed`` are drawn once.
     """
     frame = items.dropna(subset=["score"])
     out: dict = {"method": METHOD, "n_boot": n_boot, "instances": 0, "ranks": {}, "pairs": []}
@@ -59,7 +61,12 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
 
     rep_means = None
     if n_boot > 0:
-        counts = bootstrap_counts(n_instances, n_boot, np.random.default_rng(seed))
+        key = ("counts", n_instances, n_boot, seed)
+        counts = reuse.get(key) if reuse is not None else None
+        if counts is None:
+            counts = bootstrap_counts(n_instances, n_boot, np.random.default_rng(seed))
+            if reuse is not None:
+                reuse[key] = counts
         rep_sums, rep_counts = counts @ filled, counts @ present
         with np.errstate(divide="ignore", invalid="ignore"):
             rep_means = rep_sums / rep_counts  # NaN where a model drew no instance

@@ -333,12 +333,12 @@ def _leaderboard(study: ReportSource, human_items: pd.DataFrame, *, n_boot: int,
     """Per dimension: every pair of models (paired bootstrap over instances, Holm) and bootstrap rank
     intervals (analysis.science.model_comparisons) from the per-item human scores the report uses."""
     instances = study.item_table().set_index("item")["instance"]
-    out = {}
+    out, reuse = {}, {}
     for dim, part in human_items.dropna(subset=["human"]).groupby("dimension", sort=False):
         items = pd.DataFrame({"model": part["model"].astype(str).to_numpy(),
                               "instance": instances.reindex(part["item"]).to_numpy(),
                               "score": part["human"].to_numpy(float)})
-        out[str(dim)] = compare_models(items.dropna(subset=["instance"]), n_boot=n_boot, seed=seed)
+        out[str(dim)] = compare_models(items.dropna(subset=["instance"]), n_boot=n_boot, seed=seed, reuse=reuse)
     return out
 
 

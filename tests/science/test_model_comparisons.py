@@ -90,3 +90,13 @@ def test_a_model_missing_from_a_resample_is_counted_as_undefined():
     result = compare_models(items, n_boot=300)
     share = result["ranks"]["C"]["bootstrap_undefined_share"]
     assert 0.25 < share < 0.5  # (29/30)^30 = 36 % of resamples never draw p0, C's only instance
+
+
+def test_reusing_the_resample_counts_gives_the_same_comparisons():
+    items = _items({"A": 0.6, "B": 0.5, "C": 0.45}, n=30)
+    reuse = {}
+    first = compare_models(items, n_boot=150, seed=2, reuse=reuse)
+    again = compare_models(items.assign(score=items["score"] * 2), n_boot=150, seed=2, reuse=reuse)
+    assert len(reuse) == 1
+    fresh = compare_models(items.assign(score=items["score"] * 2), n_boot=150, seed=2)
+    assert again == fresh and first["ranks"] == compare_models(items, n_boot=150, seed=2)["ranks"]

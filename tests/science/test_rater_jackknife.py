@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.science import rater_bootstrap as rb
-from analysis.science.agreement import agreement_estimates
+from analysis.science.agreement import _alpha_from_full_matrix, _alpha_from_sums, agreement_estimates
 
 
 def _crowd(seed=0, items=120, pool=12, per_item=3, models=2, bias_sd=0.5):
@@ -158,3 +158,16 @@ def test_ratings_without_a_model_count_for_the_study_only():
     assert by[None][0]["alpha_interval"] == pytest.approx(whole["alpha_interval"], abs=1e-12)
     alone, _ = rb.agreement_intervals(frame[frame["model"] == "m0"], value="score", method=rb.JACKKNIFE)
     assert by["m0"][0]["alpha_interval"] == pytest.approx(alone["alpha_interval"], abs=1e-12)
+
+
+@pytest.mark.parametrize("n_values", [2, 5, 11])
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
+def test_alpha_from_the_upper_triangle_equals_the_full_coincidence_matrix(n_values, level):
+    rng = np.random.default_rng(n_values)
+    values = np.sort(rng.choice(np.arange(1, 40), n_values, replace=False)).astype(float)
+    sums = rng.gamma(2.0, 3.0, (400, n_values * (n_values + 1) // 2 + 3))
+    sums[:5] = 0.0  # no pairs: undefined
+    sums[5:10, 1:] = 0.0  # one category only: undefined
+    fast, full = _alpha_from_sums(sums, values, level), _alpha_from_full_matrix(sums, values, level)
+    assert np.array_equal(np.isfinite(fast), np.isfinite(full)) and not np.isfinite(fast[:10]).any()
+    assert np.allclose(fast, full, rtol=1e-13, atol=1e-13, equal_nan=True)
