@@ -66,6 +66,8 @@ def _url(label: str) -> forms.URLField:
 
 
 ACTIONS = QualityPolicy.Action.choices
+# short enough for the settings page's column at laptop width (the model's labels say more)
+MODE_LABELS = {"whole_set": "Whole set per rater", "balanced": "Balanced overlap", "adaptive": "Adaptive"}
 
 
 class StudyConfigureForm(forms.Form):
@@ -81,7 +83,10 @@ class StudyConfigureForm(forms.Form):
     units_per_session = forms.IntegerField(label="Screens per session", min_value=1, max_value=1000,
                                            help_text="Balanced mode: screens a rater gets per session")
     raters_per_item = forms.IntegerField(label="Raters per item", min_value=1, max_value=100)
-    assignment_mode = forms.ChoiceField(label="Assignment mode", choices=Study.AssignmentMode.choices)
+    assignment_mode = forms.ChoiceField(
+        label="Assignment mode",
+        choices=[(value, MODE_LABELS.get(value, label)) for value, label in Study.AssignmentMode.choices],
+        help_text="Adaptive: the least certain units of unsettled models first; raters per item is each unit's cap")
     adaptive_target_halfwidth = forms.FloatField(
         label="Target item CI half-width", required=False, min_value=0.001, max_value=100,
         help_text="Rating-scale points (95 %); empty = no item target")
