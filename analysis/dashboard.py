@@ -66,7 +66,7 @@ def agreement_threshold(raw: str | None = None, study: Study | None = None) -> f
     return value
 
 
-def _state_key(study: Study) -> str:
+def state_key(study: Study) -> str:
     stats = Rating.objects.filter(study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     return f"{study.pk}:{stats['n']}:{stats['last'].timestamp() if stats['last'] else 0}"
 
@@ -81,7 +81,7 @@ def cached_report(study: Study, **options) -> dict:
     scores = JudgeScore.objects.filter(run__study=study).aggregate(n=Count("id"), last=Max("id"))
     decisions = RaterAction.objects.aggregate(last=Max("id"))["last"]
     blocked = Rater.objects.filter(state=Rater.State.BLOCKED).count()
-    state = json.dumps([_state_key(study), scores["n"], scores["last"], decisions, blocked, study.rater_sampling,
+    state = json.dumps([state_key(study), scores["n"], scores["last"], decisions, blocked, study.rater_sampling,
                         study.current_protocol_version_id, study.settings, sorted(options.items())],
                        sort_keys=True, default=str)
     key = f"report:{study.pk}:{hashlib.sha256(state.encode()).hexdigest()}"  # stable across processes
@@ -91,7 +91,8 @@ def cached_report(study: Study, **options) -> dict:
 REPORT_CACHE_SECONDS = 600
 
 
-def _ratings(study: Study) -> pd.DataFrame:
+def scored_ratings(study: Study) -> pd.DataFrame:
+    """The ratings frame with the protocol's derived scores (ImagenHub O): what every dashboard card reads."""
     frame = data.ratings_frame(study)
     return study.protocol_def.derived_scores(frame) if len(frame) else frame
 
@@ -122,7 +123,7 @@ def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tupl
     level = agreement_level(study)
 
     def compute():
-        ratings = _ratings(study)
+        ratings = scored_ratings(study)
         if ratings.empty:
             return pd.DataFrame()
         per_model = agreement_table(ratings, scores=dims, by=("model",), levels=(level,), kappa=False,
@@ -130,7 +131,7 @@ def agreement_grid(study: Study, threshold: float) -> tuple[list[str], list[tupl
         overall = agreement_table(ratings, scores=dims, by=(), levels=(level,), kappa=False, n_boot=DASHBOARD_BOOTSTRAP)
         return pd.concat([per_model, overall.assign(model="All models")], ignore_index=True)
 
-    table = cache.get_or_set(f"dash-agreement:{_state_key(study)}", compute, 3600)
+    table = cache.get_or_set(f"dash-agreement:{state_key(study)}", compute, 3600)
     rows = []
     for model, group in (table.groupby("model", sort=False) if len(table) else []):
         cells = []
@@ -158,7 +159,7 @@ def alpha_series(study: Study) -> pd.DataFrame:
     dims, level = analysis_dimensions(study), agreement_level(study)
 
     def compute():
-        ratings = _ratings(study)
+        ratings = scored_ratings(study)
         if ratings.empty:
             return pd.DataFrame(columns=ALPHA_COLUMNS)
         arrival = pd.DataFrame.from_records(
@@ -179,7 +180,7 @@ def alpha_series(study: Study) -> pd.DataFrame:
                 rows.append({"dimension": dim, "ratings": mark, "alpha": estimate.value, "ci_low": low, "ci_high": high})
         return pd.DataFrame(rows, columns=ALPHA_COLUMNS)
 
-    return cache.get_or_set(f"dash-alpha-ci:{_state_key(study)}", compute, 3600)
+    return cache.get_or_set(f"dash-alpha-ci:{state_key(study)}", compute, 3600)
 
 
 @dataclass(frozen=True)

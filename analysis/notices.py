@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.urls import reverse
 
-from analysis.dashboard import _ratings, agreement_level, analysis_dimensions, progress, study_threshold
+from analysis.dashboard import agreement_level, analysis_dimensions, progress, scored_ratings, study_threshold
 from analysis.models import StudyNotice
 from analysis.science.agreement import agreement_table
 from tasks.models import Study
@@ -49,7 +49,7 @@ def _complete(study: Study, state=None) -> str | None:
 
 def _alpha_low(study: Study) -> list[tuple[str, str]]:
     """(dimension, message) for each dimension whose study-wide α is below the study's threshold."""
-    ratings = _ratings(study)
+    ratings = scored_ratings(study)
     if ratings.empty:
         return []
     threshold = study_threshold(study)

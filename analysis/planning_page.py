@@ -53,10 +53,10 @@ def card(study: Study, query) -> PlanningCard | None:
     alpha_width = _target(query, "plan_alpha_width", 0.1)
 
     def compute():
-        ratings = dashboard._ratings(study)
+        ratings = dashboard.scored_ratings(study)
         return inputs_from_ratings(ratings, dim) if len(ratings) else None
 
-    inputs = cache.get_or_set(f"plan-inputs:{dim}:{dashboard._state_key(study)}", compute, 3600)
+    inputs = cache.get_or_set(f"plan-inputs:{dim}:{dashboard.state_key(study)}", compute, 3600)
     result = plan(inputs, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width) if inputs is not None else None
     scale = study.protocol_def.scale_unit
     return PlanningCard(dims=dims, dim=dim, halfwidth=halfwidth, gap=gap, alpha_width=alpha_width, result=result,

@@ -106,7 +106,7 @@ def components_of_study(source: Study, dim: str) -> VarianceComponents:
     """Variance components from a finished study's subject model on ``dim`` (cached per its ratings)."""
 
     def compute():
-        ratings = dashboard._ratings(source)
+        ratings = dashboard.scored_ratings(source)
         if ratings.empty or dim not in ratings:
             return None
         fits = fit_dimensions(ratings, [dim])
@@ -118,7 +118,7 @@ def components_of_study(source: Study, dim: str) -> VarianceComponents:
         items["instance"] = instance.reindex(items["item"]).to_numpy()
         return components_from_fit(items, fit.raters, source=f"the finished study “{source.title}”")
 
-    components = cache.get_or_set(f"plan-source:{dim}:{dashboard._state_key(source)}", compute, 3600)
+    components = cache.get_or_set(f"plan-source:{dim}:{dashboard.state_key(source)}", compute, 3600)
     if components is None:
         raise SourceUnavailable(f"“{source.title}” has no ratings on {dim}")
     return components

@@ -159,7 +159,7 @@ def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarr
         return ("Bradley–Terry log-strength", None, [str(m) for m in table["model"]],
                 table["bt_score"].to_numpy(float), std, table["comparisons"].to_numpy(float))
     dim = primary_dimension(study)
-    ratings = dashboard._ratings(study)
+    ratings = dashboard.scored_ratings(study)
     if ratings.empty or dim not in ratings:
         return "no ratings yet"
     ratings = ratings[np.isfinite(ratings[dim].to_numpy(float))]
@@ -200,7 +200,7 @@ def _science(study: Study, planned: int) -> Science:
 
 
 def _cache_key(study: Study, planned: int) -> str:
-    state = json.dumps([dashboard._state_key(study), study.settings, study.protocol, planned, tie_margin(study),
+    state = json.dumps([dashboard.state_key(study), study.settings, study.protocol, planned, tie_margin(study),
                         verdict_alpha(study)], sort_keys=True, default=str)
     return f"stopping:{study.pk}:{hashlib.sha256(state.encode()).hexdigest()}"
 

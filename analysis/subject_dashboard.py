@@ -32,7 +32,7 @@ def summary(study: Study) -> SubjectSummary | None:
         return None
 
     def compute():
-        ratings = dashboard._ratings(study)
+        ratings = dashboard.scored_ratings(study)
         if ratings.empty:
             return None
         fits = fit_dimensions(ratings, dashboard.analysis_dimensions(study))
@@ -58,4 +58,4 @@ def summary(study: Study) -> SubjectSummary | None:
         raters = max((len(fit.raters) for fit in fits.values()), default=0)
         return SubjectSummary(dims=dims, rows=rows, inconsistent=inconsistent, raters=raters)
 
-    return cache.get_or_set(f"dash-subject:{dashboard._state_key(study)}", compute, 3600)
+    return cache.get_or_set(f"dash-subject:{dashboard.state_key(study)}", compute, 3600)

@@ -53,7 +53,7 @@ def study(researcher):
 
 def direct_verdicts(study: Study, n_opt: float):
     """The science modules on the study's correspondence ratings, without the panel."""
-    ratings = dashboard._ratings(study)
+    ratings = dashboard.scored_ratings(study)
     unit, units = pd.factorize(ratings["item"], sort=True)
     rater, raters = pd.factorize(ratings["rater"], sort=True)
     estimate, std, n = live_estimates.unit_estimates(ratings["correspondence"].to_numpy(float), unit, rater,
