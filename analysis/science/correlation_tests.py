@@ -294,7 +294,10 @@ def summarise_replicates(estimate: float | None, replicates: np.ndarray, *, conf
     if estimate == 0:
         p_counted = p_value = 1.0
     else:
-        far = int((defined <= 0).sum() if estimate > 0 else (defined >= 0).sum())
+        # a replicate that is zero up to rounding is zero: sums of the same resample taken in another
+        # order (a model pair's difference from the models' sums) must count the same
+        zero = 1e-12 * max(1.0, abs(estimate), float(np.abs(defined).max()))
+        far = int((defined <= zero).sum() if estimate > 0 else (defined >= -zero).sum())
         p_counted = min(1.0, 2 * (far + 1) / (len(defined) + 1))
         se = float(np.std(defined, ddof=1)) if len(defined) > 1 else 0.0
         p_value = float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else p_counted

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.science.correlation_tests import bootstrap_counts
+from analysis.science.correlation_tests import bootstrap_counts, summarise_replicates
 from analysis.science.model_comparisons import compare_models
 
 
@@ -100,3 +100,26 @@ def test_reusing_the_resample_counts_gives_the_same_comparisons():
     assert len(reuse) == 1
     fresh = compare_models(items.assign(score=items["score"] * 2), n_boot=150, seed=2)
     assert again == fresh and first["ranks"] == compare_models(items, n_boot=150, seed=2)["ranks"]
+
+
+def test_a_resample_that_is_zero_up_to_rounding_counts_as_zero():
+    exact = summarise_replicates(0.2, np.array([0.3, 0.0, 0.1, 0.2]))
+    noisy = summarise_replicates(0.2, np.array([0.3, 1e-17, 0.1, 0.2]))
+    assert exact.p_counted == noisy.p_counted == pytest.approx(2 * 2 / 5)
+    assert summarise_replicates(-0.2, np.array([-0.3, -1e-17, -0.1])).p_counted == pytest.approx(2 * 2 / 4)
+
+
+def test_discrete_scores_count_the_same_far_resamples_as_a_brute_force_loop():
+    """ImagenHub-like scores (thirds): many resampled differences are exactly zero, which the fast
+    path (differences of the models' replicate sums) and the brute force reach by other roundings."""
+    rng = np.random.default_rng(8)
+    rows = [(m, f"p{i}", round(rng.integers(0, 4) / 3 + (0.1 if m == "A" else 0.0), 6))
+            for m in ("A", "B", "C") for i in range(12)]
+    items = pd.DataFrame(rows, columns=["model", "instance", "score"])
+    result = compare_models(items, n_boot=300, seed=1)
+    wide = items.pivot_table(index="instance", columns="model", values="score")[list(result["ranks"])]
+    counts = bootstrap_counts(len(wide), 300, np.random.default_rng(1))
+    for pair in result["pairs"]:
+        gaps = (wide[pair["first"]] - wide[pair["second"]]).to_numpy()
+        brute = np.array([np.repeat(gaps, row.astype(int)).mean() for row in counts])
+        assert pair["p_counted"] == summarise_replicates(pair["difference"], brute).p_counted
