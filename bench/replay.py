@@ -2,7 +2,8 @@
 adaptive allocation at equal budgets (issue #17).
 
 ``python -m bench.replay [--prompts 40] [--models 12] [--raters 64] [--budgets 0.25 0.4]
-[--fixed 4 8] [--bias-sd 0.3] [--noise 0.7] [--spammers 0.05] [--seed 0] [--sqlite]``
+[--fixed 4 8] [--bias-sd 0.3] [--noise 0.7] [--spammers 0.05] [--seed 0] [--repeats 1]
+[--list-min N] [--focus uncertain|ranking|cheapest] [--sqlite]``
 
 * truth: EvalMi-50K's perception MOS (``../shared/datasets/evalmi/AIGI2025_MOS_yn.xlsx``, 0-100
   mapped onto 1-5) for a seeded subset of models and prompts
@@ -143,6 +144,8 @@ def main(argv=None) -> None:
                         help="studies per design (seeds seed, seed+1, ...): the table shows their means")
     parser.add_argument("--list-min", type=int, default=None,
                         help="adaptive: the smallest priority list per round (default: the engine's LIST_MIN)")
+    parser.add_argument("--focus", default=None, choices=("uncertain", "ranking", "cheapest"),
+                        help="adaptive: the allocation's focus (default: the engine's FOCUS)")
     parser.add_argument("--sqlite", action="store_true", help="a scratch SQLite file instead of PostgreSQL")
     args = parser.parse_args(argv)
     cap = args.cap or max(args.fixed)
@@ -155,6 +158,8 @@ def main(argv=None) -> None:
 
         if args.list_min:
             adaptive.LIST_MIN = args.list_min
+        if args.focus:
+            adaptive.FOCUS = args.focus
         truth = _truth(args)
         reference = max(args.fixed) * truth.n_units
         rows = []
@@ -187,7 +192,7 @@ def main(argv=None) -> None:
               f"({truth.n_units} units), {args.raters} simulated raters (bias sd {args.bias_sd}, noise "
               f"{args.noise}, spammers {args.spammers:.0%}), seeds {args.seed}..{args.seed + args.repeats - 1} "
               f"(means), adaptive cap {cap}, "
-              f"list of at least {adaptive.LIST_MIN} units per round")
+              f"list of at least {adaptive.LIST_MIN} units per round, focus {adaptive.FOCUS!r}")
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
             print(table[[c for c in COLUMNS if c in table.columns]].to_string(index=False))
         reference_row = table[table["design"] == f"fixed {max(args.fixed)}/unit"].iloc[0]
@@ -200,6 +205,14 @@ def main(argv=None) -> None:
             print(f"adaptive reaches fixed {max(args.fixed)}/unit's tau ({label}: {goal:.3f}) with wrong "
                   "separations <= 5% at: "
                   + (f"{fine['share_of_ratings'].min():.0%} of its ratings" if len(fine) else "none of the budgets tried"))
+        raters = simulation.simulate_raters(args.raters, bias_sd=args.bias_sd, noise=args.noise,
+                                            spammer_share=args.spammers, seed=args.seed)
+        noise = simulation.fitted_noise(simulation.run_fixed(truth, raters, max(args.fixed), seed=args.seed), truth,
+                                        args.raters)
+        bound = simulation.yardstick(truth, noise, args.budgets, per_unit=args.fixed, cap=cap)
+        print(f"expected tau at per-rating noise {noise:.2f} (the subject model's on a pure-simulation fixed "
+              f"{max(args.fixed)}/unit run), the best split knowing the true means: "
+              + ", ".join(f"{k} {v:.3f}" for k, v in bound.items()))
 
     if args.sqlite:
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"replay_{os.getpid()}.sqlite3"

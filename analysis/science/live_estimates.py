@@ -20,12 +20,18 @@ Three estimators of one unit's quality on the rating scale, each with a standard
   crossed panel the most consistent rater's residuals shrink as the items follow them, the
   degenerate maximum the subject model's floor only bounds (in the simulations its item RMSE then
   loses to z-MOS). With the correction a single-rated item says nothing about its rater's noise,
-  and a rater who dominates an item is not rewarded for it. Each rater's v_i² is shrunk towards
-  the pooled one by ``PRIOR_DOF`` pseudo-observations; until some unit has a second rating the
-  noise is not identifiable and every std is NaN (verdicts stay open). Biases have mean zero over raters
+  and a rater who dominates an item is not rewarded for it. The leverages count the item
+  qualities only; the raters' biases use up degrees of freedom too (a rater whose one repeated
+  unit is their only link to the others has it absorbed by their bias), so the dof are scaled by
+  (ratings - units - raters + connected groups) / (ratings - units), :func:`residual_dof`:
+  without it, a study whose first repeats merely chain raters together claimed std ≈ 0 and
+  declared every pair separated. Each rater's v_i² is shrunk towards
+  the pooled one by ``PRIOR_DOF`` pseudo-observations; until the repeats close cycles between
+  raters and units the noise is not identifiable and every std is NaN (verdicts stay open). Biases have mean zero over raters
   (one connected design; adaptive studies, where raters move freely over units, are one).
 
-Cost: O(ratings) per iteration with ``bincount`` (no sparse matrices), ~30 iterations.
+Cost: O(ratings) per iteration with ``bincount``, ~30 iterations, and one O(ratings) connected-components
+pass (``scipy.sparse.csgraph``) for the dof.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
 
 from analysis.science.subject_model import fit_codes
 
@@ -74,6 +82,7 @@ def subject_dof(values, unit, rater, n_units: int, n_raters: int, *, tol: float 
     quality = np.nan_to_num(quality)
     bias = np.zeros(n_raters)
     pooled = float(np.var(values)) if len(values) > 1 else 1.0
+    bias_share = _bias_share(unit, rater, n_units, n_raters)
     v2 = np.full(n_raters, max(pooled, 1e-6))
     previous = v2
     for _ in range(max_iter):
@@ -90,7 +99,7 @@ def subject_dof(values, unit, rater, n_units: int, n_raters: int, *, tol: float 
         bias[has_rater] -= bias[has_rater].mean()  # identifiability: biases sum to zero
         residual = values - quality[unit] - bias[rater]
         free = 1.0 - w / weight_sum[unit]  # 1 - leverage of the rating on its unit's quality
-        dof = np.bincount(rater, weights=free, minlength=n_raters)
+        dof = np.bincount(rater, weights=free, minlength=n_raters) * bias_share
         rss = np.bincount(rater, weights=residual**2, minlength=n_raters)
         if dof.sum() < MIN_POOLED_DOF:  # no unit rated twice yet: the noise is not identifiable
             nan = np.full(n_units, np.nan)
@@ -112,6 +121,35 @@ def subject_dof(values, unit, rater, n_units: int, n_raters: int, *, tol: float 
         std = np.where(has_unit, 1.0 / np.sqrt(weight_sum), np.nan)
     quality = np.where(has_unit, quality, np.nan)
     return quality, std, np.where(has_rater, bias, np.nan), np.where(has_rater, np.sqrt(v2), np.nan)
+
+
+def residual_dof(unit, rater, n_units: int, n_raters: int) -> float:
+    """Degrees of freedom left for the noise after fitting a quality per rated unit and a bias per
+    rater: ratings - rated units - raters + connected groups of the rater-unit graph (its
+    independent cycles). Single ratings, and repeats that only tie raters together without closing
+    a cycle, are absorbed by the parameters: 0 when no two raters rated two units in common (or
+    through a chain)."""
+    unit, rater = np.asarray(unit, np.int64), np.asarray(rater, np.int64)
+    if not len(unit):
+        return 0.0
+    graph = sparse.coo_matrix((np.ones(len(unit)), (unit, n_units + rater)),
+                              shape=(n_units + n_raters, n_units + n_raters))
+    _, label = csgraph.connected_components(graph, directed=False)
+    used = np.zeros(n_units + n_raters, bool)
+    used[unit] = True
+    used[n_units + rater] = True
+    components = len(np.unique(label[used]))
+    return float(len(unit) - used.sum() + components)
+
+
+def _bias_share(unit, rater, n_units: int, n_raters: int) -> float:
+    """The leverage-based dof (Σ 1 - h = ratings - rated units: it counts the qualities only)
+    scaled down to :func:`residual_dof`, which also counts the raters' biases."""
+    unit = np.asarray(unit, np.int64)
+    quality_only = float(len(unit) - len(np.unique(unit)))
+    if quality_only <= 0:
+        return 1.0
+    return max(0.0, residual_dof(unit, rater, n_units, n_raters)) / quality_only
 
 
 def _zmos(values, unit, rater, n_units: int, n_raters: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,10 @@ Pieces, each a function of arrays so the replay through the real assignment engi
   of declared separations (among the final ranking's adjacent pairs) that are the wrong way round,
   item RMSE of both estimators after a least-squares linear map onto the truth (so neither is
   penalised for its scale), ratings used;
-* :func:`compare`, the table; :func:`optional_stopping`, the peeking proof.
+* :func:`compare`, the table; :func:`optional_stopping`, the peeking proof;
+* the yardstick (:func:`best_split_tau`, :func:`yardstick`): the expected τ of the best split of a
+  budget over models *knowing the true means*, at a run's fitted per-rating noise: how far a
+  budget share can go on a given truth, whatever the allocation.
 
 Fixed designs are judged with a fixed-level CI (one look at the end: valid); adaptive runs with the
 anytime-valid confidence sequence their verdicts used while running (:mod:`analysis.science.stopping`).
@@ -40,6 +43,7 @@ from analysis.science import allocation, live_estimates, stopping
 from analysis.science.formats import read_mos_table
 
 LIKERT = (1, 5)
+MOS = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "evalmi" / "AIGI2025_MOS_yn.xlsx"
 
 
 # ---------------------------------------------------------------- truth
@@ -222,7 +226,7 @@ def _assign_raters(units: np.ndarray, seen: np.ndarray, weights: np.ndarray, rng
 def run_adaptive(truth: Truth, raters: Raters, budget: int, *, batches: int = 20, min_ratings: int = 1,
                  cap: int = 16, margin: float = 0.0, alpha: float = stopping.ALPHA, n_opt: float | None = None,
                  target_halfwidth: float | None = None, method: str = "subject_dof", stop_early: bool = True,
-                 seed: int = 0, scale=LIKERT, focus: str = "cheapest", anytime: bool = True) -> StudyRun:
+                 seed: int = 0, scale=LIKERT, focus: str = "uncertain", anytime: bool = True) -> StudyRun:
     """Burn-in (``min_ratings`` per unit), then ``batches`` equal batches ranked by
     :func:`allocation.allocate` on the ``method`` estimates, one new rating per chosen unit per round,
     each from a pace-weighted rater who has not rated it. ``anytime=False`` judges every look with a
@@ -341,7 +345,7 @@ def study_metrics(run: StudyRun, truth: Truth, raters: Raters, *, margin: float 
 
 def compare(truth: Truth, raters: Raters, *, fixed_per_unit=(1, 2, 4, 8, 16), adaptive_shares=(0.1, 0.2, 0.3, 0.4),
             reference: int = 16, seeds=(0,), margin: float = 0.0, alpha: float = stopping.ALPHA, batches: int = 20,
-            min_ratings: int = 1, cap: int = 16, scale=LIKERT) -> pd.DataFrame:
+            min_ratings: int = 1, cap: int = 16, scale=LIKERT, focus: str = "uncertain") -> pd.DataFrame:
     """One row per (design, budget, seed): fixed designs at ``fixed_per_unit`` raters per unit and
     adaptive runs at ``adaptive_shares`` of the ``reference`` fixed design's budget."""
     rows = []
@@ -353,10 +357,68 @@ def compare(truth: Truth, raters: Raters, *, fixed_per_unit=(1, 2, 4, 8, 16), ad
                                                                                   alpha=alpha)})
         for share in adaptive_shares:
             run = run_adaptive(truth, raters, int(round(share * full)), batches=batches, min_ratings=min_ratings,
-                               cap=cap, margin=margin, alpha=alpha, seed=seed, scale=scale)
+                               cap=cap, margin=margin, alpha=alpha, seed=seed, scale=scale, focus=focus)
             rows.append({"seed": seed, "share": share, **study_metrics(run, truth, raters, margin=margin,
                                                                        alpha=alpha)})
     return pd.DataFrame(rows)
+
+
+def expected_tau(true_means, ratings, noise: float) -> float:
+    """Kendall τ expected when model m's mean is estimated from ``ratings[m]`` ratings of per-rating
+    noise sd ``noise`` (spread evenly over its prompts, independent normal errors): 1 - 2 Σ_pairs
+    Φ(-|gap| / s) / pairs."""
+    means, ratings = np.asarray(true_means, float), np.asarray(ratings, float)
+    upper = np.triu_indices(len(means), 1)
+    gap = np.abs(means[:, None] - means[None, :])[upper]
+    s = noise * np.sqrt(1.0 / ratings[:, None] + 1.0 / ratings[None, :])[upper]
+    return float(1.0 - 2.0 * stats.norm.cdf(-gap / s).sum() / len(gap))
+
+
+def best_split_tau(true_means, prompts: int, budget: int, noise: float, *, cap: int) -> tuple[float, np.ndarray]:
+    """The best any allocation fixed in advance can do, *knowing the true means*: (expected τ,
+    ratings per model) of the greedy split of ``budget`` ratings (every unit at least one, at most
+    ``cap``; a model's ratings spread evenly over its ``prompts``, a step being one more rating on
+    every unit of one model) that most raises :func:`expected_tau`. A yardstick for how far a
+    budget share can go on a given truth, not a strict bound: an adaptive design does not know
+    the truth but reacts to its data as they come (it may stop early on a pair whose estimates
+    came out far apart), which a split fixed in advance cannot."""
+    means = np.asarray(true_means, float)
+    ratings = np.full(len(means), float(prompts))
+    left = budget - ratings.sum()
+    while left >= prompts:
+        best, pick = -np.inf, -1
+        for m in np.flatnonzero(ratings + prompts <= cap * prompts):
+            trial = ratings.copy()
+            trial[m] += prompts
+            tau = expected_tau(means, trial, noise)
+            if tau > best:
+                best, pick = tau, m
+        if pick < 0:
+            break
+        ratings[pick] += prompts
+        left -= prompts
+    return expected_tau(means, ratings, noise), ratings
+
+
+def fitted_noise(run: StudyRun, truth: Truth, n_raters: int) -> float:
+    """Per-rating noise sd of a run as the subject model sees it: √(mean over models of std² ×
+    ratings) from the dof-corrected fit (for :func:`best_split_tau`)."""
+    est, std, n = estimate_units(run.values, run.unit, run.rater, truth.n_units, n_raters, "subject_dof")
+    models = allocation.model_state(allocation.UnitState.of(truth.unit_model, n, est, std, 0), truth.n_models)
+    return float(np.sqrt(np.nanmean(models.std**2 * models.n)))
+
+
+def yardstick(truth: Truth, noise: float, shares, *, per_unit=(4, 8), cap: int = 8) -> dict[str, float]:
+    """Expected τ of the fixed designs (``per_unit`` ratings on every unit) and of the best split
+    knowing the truth (:func:`best_split_tau`) at each share of the largest fixed design's
+    ratings, for per-rating noise ``noise``."""
+    out = {f"fixed {k}/unit": expected_tau(truth.model_means, np.full(truth.n_models, k * truth.n_prompts), noise)
+           for k in per_unit}
+    full = max(per_unit) * truth.n_units
+    for share in shares:
+        out[f"best split {share:.0%}"] = best_split_tau(truth.model_means, truth.n_prompts, int(round(share * full)),
+                                                        noise, cap=cap)[0]
+    return out
 
 
 def share_to_match(table: pd.DataFrame, *, reference: str = "fixed 16/unit", metric: str = "tau_subject",
@@ -441,9 +503,12 @@ def main(argv=None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--mos", required=True, help="AIGI2025_MOS_yn.xlsx (or .parquet/.csv of its parsed columns)")
+    parser.add_argument("--mos", default=str(MOS), help="AIGI2025_MOS_yn.xlsx (or .parquet/.csv of its parsed columns); "
+                        "default ../shared/datasets/evalmi/ beside the checkout, as bench.replay")
     parser.add_argument("--dim", default="perception", choices=("perception", "correspondence"))
     parser.add_argument("--prompts", type=int, default=None, help="a seeded sample of prompts (default: all 2,100)")
+    parser.add_argument("--models", type=int, default=None,
+                        help="a seeded subset of the models (seed 0: bench.replay's subset at its default seed)")
     parser.add_argument("--raters", type=int, default=64, help="rater pool (EvalMi: 4 blocks of 16)")
     parser.add_argument("--bias-sd", type=float, default=0.3)
     parser.add_argument("--scale-sd", type=float, default=0.15)
@@ -458,10 +523,15 @@ def main(argv=None) -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--min-ratings", type=int, default=1)
     parser.add_argument("--cap", type=int, default=16, help="most ratings per unit in the adaptive design")
+    parser.add_argument("--focus", default="uncertain", choices=("uncertain", "ranking", "cheapest"),
+                        help="the adaptive allocation's focus (analysis.science.allocation)")
     parser.add_argument("--equal-check", action="store_true",
                         help="also run the peeking proof through the loop with all models made equal")
     args = parser.parse_args(argv)
     truth = load_evalmi_truth(args.mos, args.dim, prompts=args.prompts)
+    if args.models is not None and args.models < truth.n_models:
+        keep = np.sort(np.random.default_rng(0).choice(truth.n_models, args.models, replace=False))
+        truth = truth_from_arrays(truth.quality[keep], [truth.models[k] for k in keep])
     tables = []
     for seed in args.seeds:
         raters = simulate_raters(args.raters, bias_sd=args.bias_sd, scale_sd=args.scale_sd, noise=args.noise,
@@ -469,7 +539,7 @@ def main(argv=None) -> None:
                                  seed=seed)
         tables.append(compare(truth, raters, fixed_per_unit=args.fixed, adaptive_shares=args.shares,
                               reference=max(args.fixed), seeds=(seed,), margin=args.margin, batches=args.batches,
-                              min_ratings=args.min_ratings, cap=args.cap))
+                              min_ratings=args.min_ratings, cap=args.cap, focus=args.focus))
     table = pd.concat(tables, ignore_index=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
         print(f"{truth.n_models} models x {truth.n_prompts} prompts ({args.dim}), {args.raters} raters, "
@@ -482,6 +552,12 @@ def main(argv=None) -> None:
     share = share_to_match(table, reference=reference, metric="separated_subject", reference_metric="separated_zmos")
     print(f"adaptive reaches {reference}'s share of truly different adjacent pairs separated at budget share: "
           f"{share if share is not None else 'not within the shares tried'}")
+    raters = simulate_raters(args.raters, bias_sd=args.bias_sd, scale_sd=args.scale_sd, noise=args.noise,
+                             noise_spread=args.noise_spread, spammer_share=args.spammer_share, seed=args.seeds[0])
+    noise = fitted_noise(run_fixed(truth, raters, max(args.fixed), seed=args.seeds[0]), truth, args.raters)
+    bound = yardstick(truth, noise, args.shares, per_unit=args.fixed, cap=args.cap)
+    print(f"expected tau, per-rating noise {noise:.2f} (the subject model's, fixed {max(args.fixed)}/unit), "
+          "the best split knowing the true means: " + ", ".join(f"{k} {v:.3f}" for k, v in bound.items()))
     print("optional stopping (two equal models, 50 looks):", optional_stopping())
     if args.equal_check:
         raters = simulate_raters(args.raters, bias_sd=args.bias_sd, scale_sd=args.scale_sd, noise=args.noise,

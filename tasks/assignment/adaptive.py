@@ -7,7 +7,8 @@ preferences), estimates every unit's quality and standard error
 ranks the units with :func:`analysis.science.allocation.allocate`: burn-in units first (fewer
 than ``adaptive_min_ratings``), then the least certain units of models whose adjacent pairs are
 still open (anytime-valid verdicts at ``adaptive_alpha`` with tie margin ``adaptive_margin``:
-reading them after every round is sound); a unit stops at its cap (``raters_per_item``), at the
+reading them after every round is sound), models first whose open pairs are the likeliest to be
+the wrong way round (:data:`FOCUS`, recorded with every round); a unit stops at its cap (``raters_per_item``), at the
 target CI half-width (``adaptive_target_halfwidth``) or when its model is settled. Pairwise
 studies rank comparisons with :func:`analysis.science.allocation.next_pairs` from Bradley–Terry
 strengths. The top of the ranking (:data:`LIST_MIN`.. :data:`LIST_MAX` units) is stored as an
@@ -56,6 +57,7 @@ LIST_MAX = 5000
 REFRESH_SECONDS = 300
 REFRESH_RATINGS_MIN = 20
 METHOD = "subject_dof"
+FOCUS = "uncertain"  # allocation.allocate's focus (recorded with every round); bench.replay --focus
 LOCK_CLASS = 1717  # advisory lock namespace: (LOCK_CLASS, study id)
 # (round id, created) -> [(unit id, claim limit)], per process (ids alone may come back after a rollback)
 _PARSED: dict[tuple, list[tuple[int, int]]] = {}
@@ -73,7 +75,7 @@ def parameters_of(study: Study) -> dict:
     """The study's adaptive settings as the allocation uses them (recorded with every round)."""
     return {"cap": study.raters_per_item, "target_halfwidth": study.adaptive_target_halfwidth,
             "alpha": study.adaptive_alpha, "margin": study.adaptive_margin,
-            "min_ratings": study.adaptive_min_ratings, "method": METHOD}
+            "min_ratings": study.adaptive_min_ratings, "method": METHOD, "focus": FOCUS}
 
 
 def _finite(value):
@@ -124,7 +126,7 @@ def _compute_items(study: Study, params: dict, seed: int) -> dict:
         allocation.UnitState.of(model, n, estimate, std, params["cap"]), n_models=len(models),
         target_halfwidth=params["target_halfwidth"], min_ratings=params["min_ratings"], margin=params["margin"],
         alpha=params["alpha"], n_opt=per_model * params["cap"], seed=seed,
-        limit=min(LIST_MAX, max(LIST_MIN, math.ceil(LIST_SHARE * len(pk)))))
+        limit=min(LIST_MAX, max(LIST_MIN, math.ceil(LIST_SHARE * len(pk)))), focus=params["focus"])
     limit = np.minimum(params["cap"], np.maximum(params["min_ratings"], claims + 1))
     names = dict(GenModel.objects.filter(study=study).values_list("pk", "name"))
     labels = [names.get(int(m), str(int(m))) for m in models]

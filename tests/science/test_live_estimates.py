@@ -43,6 +43,30 @@ def test_noise_is_unknown_until_some_unit_has_a_second_rating():
         assert np.isfinite(estimate).all() and np.isnan(std).all() and (n == 1).all()
 
 
+def test_repeats_that_only_chain_raters_leave_the_noise_unknown():
+    # every unit rated once, nine rated twice by raters who share no other unit: each rater's bias
+    # absorbs their one repeat (no cycle in the rater-unit graph), so nothing is left for the noise
+    truth = _truth(models=12, prompts=30, seed=4)
+    raters = simulate_raters(64, seed=4)
+    rng = np.random.default_rng(4)
+    unit = np.concatenate([np.arange(truth.n_units), np.arange(9)])
+    rater = np.concatenate([np.arange(truth.n_units) % 64, 20 + np.arange(9)])
+    values = rate(truth.unit_quality[unit], rater, raters, rng)
+    assert live_estimates.residual_dof(unit, rater, truth.n_units, 64) == 0
+    estimate, std, _ = live_estimates.unit_estimates(values, unit, rater, truth.n_units, 64)
+    assert np.isfinite(estimate).all() and np.isnan(std).all()
+
+
+def test_residual_dof_counts_ratings_less_qualities_less_biases():
+    # a fully crossed panel of 5 raters x 8 units: 40 - 8 - 5 + 1
+    unit = np.tile(np.arange(8), 5)
+    rater = np.repeat(np.arange(5), 8)
+    assert live_estimates.residual_dof(unit, rater, 8, 5) == 28
+    # two separate panels: each keeps its own
+    assert live_estimates.residual_dof(np.concatenate([unit, unit + 8]), np.concatenate([rater, rater + 5]),
+                                       16, 10) == 56
+
+
 def test_single_rated_units_do_not_shrink_the_raters_noise():
     truth = _truth(models=4, prompts=300, seed=3)
     raters = simulate_raters(20, noise=0.8, noise_spread=0.0, bias_sd=0.0, scale_sd=0.0, seed=3)

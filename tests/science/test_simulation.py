@@ -113,3 +113,15 @@ def test_effort_goes_to_the_models_whose_position_is_still_open():
     run = simulation.run_adaptive(truth, simulation.simulate_raters(32, seed=0), budget=3840, batches=10, seed=0)
     per_unit = np.bincount(truth.unit_model[run.unit], minlength=8) / truth.n_prompts
     assert per_unit[[4, 5, 6]].mean() > 2 * per_unit[[0, 1, 2]].mean()  # the close pairs vs the far-apart models
+
+
+def test_the_best_split_knowing_the_truth_spends_on_close_models_and_is_capped():
+    means = np.array([3.0, 2.98, 2.0, 1.0])  # one close pair, two models far from everything
+    tau_even = simulation.expected_tau(means, np.full(4, 100), 0.8)
+    tau, ratings = simulation.best_split_tau(means, 25, 400, 0.8, cap=8)
+    assert tau >= tau_even - 1e-12
+    assert ratings.sum() <= 400 and ratings.min() >= 25 and ratings.max() <= 8 * 25
+    assert ratings[0] > ratings[2] and ratings[1] > ratings[3]
+    # more budget never lowers the yardstick; fixed 8/unit is the cap everywhere
+    assert simulation.best_split_tau(means, 25, 800, 0.8, cap=8)[0] == pytest.approx(
+        simulation.expected_tau(means, np.full(4, 200), 0.8))

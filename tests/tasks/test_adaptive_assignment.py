@@ -47,6 +47,7 @@ def test_the_first_claim_records_a_round_and_hands_out_burn_in_units():
     assert round_.reasons == {"burn-in: below the minimum ratings": 18}
     assert len(round_.units) == 18 and {u[2] for u in round_.units} == {1}  # one claim each this round
     assert round_.parameters["cap"] == 3 and round_.parameters["alpha"] == 0.05
+    assert round_.parameters["focus"] == adaptive.FOCUS == "uncertain"  # recorded: a replay knows the rule
     assert _claimed(rater, study) == [u[0] for u in round_.units[:4]]  # the list's order
 
 
