@@ -87,17 +87,18 @@ def ratings_query(study: Study, *, unit: str, include_excluded: bool = False,
 
 
 @_packaged
-def ratings_frame(study: Study, *, include_excluded: bool = False) -> pd.DataFrame:
+def ratings_frame(study: Study, *, include_excluded: bool = False, items: pd.DataFrame | None = None) -> pd.DataFrame:
     """Item ratings of a (non-pairwise) study in long form.
 
     Columns: ``rater, item, model, instance`` and one float column per protocol dimension
     (SC, PQ for ImagenHub; perception, correspondence for EvalMi). Imported ratings are
-    included like any other rating.
+    included like any other rating. ``items``: the study's :func:`item_table` when the caller has
+    read it already (the report reads it once for the ratings and the leaderboard).
     """
     dimensions = [d.key for d in study.protocol_def.dimensions(study.protocol_settings)]
     ratings, annotations = ratings_query(study, unit="item", include_excluded=include_excluded)
     frame = _frame(ratings.values_list("rater_id", "item_id", *annotations), ["rater", "item", *dimensions])
-    items = item_table(study).set_index("item")
+    items = (item_table(study) if items is None else items).set_index("item")
     frame["model"] = items["model"].reindex(frame["item"]).to_numpy()
     frame["instance"] = items["instance"].reindex(frame["item"]).to_numpy()
     frame["rater"] = frame["rater"].astype(str)

@@ -19,6 +19,7 @@ class StudySource:
 
     def __init__(self, study) -> None:
         self.study = study
+        self._items: pd.DataFrame | None = None  # one read per report: the ratings frame and the leaderboard
 
     @property
     def slug(self) -> str:
@@ -48,7 +49,9 @@ class StudySource:
         return data.excluded_raters(self.study)
 
     def ratings_frame(self, *, include_excluded: bool = False) -> pd.DataFrame:
-        return data.ratings_frame(self.study, include_excluded=include_excluded)
+        if getattr(self.study, "is_packaged", False):  # a package's frames come whole from it
+            return data.ratings_frame(self.study, include_excluded=include_excluded)
+        return data.ratings_frame(self.study, include_excluded=include_excluded, items=self.item_table())
 
     def answers_frame(self, *, include_excluded: bool = False) -> pd.DataFrame:
         return data.answers_frame(self.study, include_excluded=include_excluded)
@@ -63,7 +66,9 @@ class StudySource:
         return data.judge_sub_scores_frame(self.study)
 
     def item_table(self) -> pd.DataFrame:
-        return data.item_table(self.study)
+        if self._items is None:
+            self._items = data.item_table(self.study)
+        return self._items.copy()
 
 
 def build_report(study, **options) -> dict:

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from analysis.science.correlation import snap
 
@@ -303,3 +303,36 @@ def summarise_replicates(estimate: float | None, replicates: np.ndarray, *, conf
         p_value = float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else p_counted
     return BootstrapSummary(float(estimate), (float(low), float(high)), p_value, len(replicates), undefined,
                             p_counted)
+def summarise_columns(estimates: np.ndarray, replicates: np.ndarray, *, confidence: float = 0.95
+                      ) -> list[BootstrapSummary]:
+    """:func:`summarise_replicates` of every column of ``replicates`` (n_boot x statistics) with its
+    ``estimates`` entry, at once: the same numbers (the standard error's last digit aside), for
+    the hundreds of model pairs of a leaderboard. Columns with an undefined replicate or estimate go
+    one by one."""
+    replicates = np.asarray(replicates, dtype=float)
+    estimates = np.asarray(estimates, dtype=float)
+    whole = np.isfinite(replicates).all(axis=0) & np.isfinite(estimates)
+    out: list[BootstrapSummary | None] = [None] * len(estimates)
+    for k in np.flatnonzero(~whole):
+        out[k] = summarise_replicates(float(estimates[k]), replicates[:, k], confidence=confidence)
+    columns = np.flatnonzero(whole)
+    if len(columns) and len(replicates):
+        block, est = replicates[:, columns], estimates[columns]
+        tail = (1 - confidence) / 2 * 100
+        low, high = np.percentile(block, [tail, 100 - tail], axis=0)
+        zero = 1e-12 * np.maximum(np.maximum(1.0, np.abs(est)), np.abs(block).max(axis=0))
+        far = np.where(est > 0, (block <= zero).sum(axis=0), (block >= -zero).sum(axis=0))
+        n = len(block)
+        p_counted = np.minimum(1.0, 2 * (far + 1) / (n + 1))
+        se = block.std(axis=0, ddof=1) if n > 1 else np.zeros(len(columns))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_normal = 2 * special.ndtr(-np.abs(est) / se)
+        p_value = np.where(se > 0, p_normal, p_counted)
+        for j, k in enumerate(columns):
+            exact_zero = est[j] == 0
+            out[k] = BootstrapSummary(float(est[j]), (float(low[j]), float(high[j])),
+                                      1.0 if exact_zero else float(p_value[j]), n, 0,
+                                      1.0 if exact_zero else float(p_counted[j]))
+    return out
+
+

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.science.correlation_tests import bootstrap_counts, holm, summarise_replicates
+from analysis.science.correlation_tests import bootstrap_counts, holm, summarise_columns, summarise_replicates
 
 METHOD = ("paired bootstrap over instances (one resample serves every model); pairs: percentile 95% CI of the "
           "difference of means, two-sided p from the bootstrap standard error, p_holm: Holm over all pairs of the dimension; "
@@ -83,7 +83,7 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
             entry["bootstrap_undefined_share"] = float(undefined.mean())
         out["ranks"][str(model)] = entry
 
-    pairs = []
+    pairs, complete = [], []
     for a in range(n_models):
         for b in range(a + 1, n_models):
             both = present[:, a] & present[:, b]
@@ -91,22 +91,34 @@ def compare_models(items: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, hi
             pair = {"first": str(order[a]), "second": str(order[b]), "instances": int(both.sum()),
                     "difference": float(difference.mean()) if both.any() else None, "ci95": None, "p": None,
                     "p_counted": None, "bootstrap_undefined_share": None}
-            if rep_means is not None and both.any():
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    if both.all():  # the usual complete design: the models' replicate sums already hold it
-                        replicates = (rep_sums[:, a] - rep_sums[:, b]) / rep_counts[:, a]
-                    else:
-                        gaps = np.where(both, np.nan_to_num(values[:, a] - values[:, b]), 0.0)
-                        replicates = (counts @ gaps) / (counts @ both.astype(float))
-                summary = summarise_replicates(pair["difference"], replicates)
-                pair.update(ci95=list(summary.ci95) if summary.ci95 else None, p=summary.p_value,
-                            p_counted=summary.p_counted, bootstrap_undefined_share=summary.undefined / n_boot)
             pairs.append(pair)
+            if rep_means is None or not both.any():
+                continue
+            if both.all():  # the usual complete design: summarised together below
+                complete.append((pair, a, b))
+                continue
+            gaps = np.where(both, np.nan_to_num(values[:, a] - values[:, b]), 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                replicates = (counts @ gaps) / (counts @ both.astype(float))
+            _put_summary(pair, summarise_replicates(pair["difference"], replicates), n_boot)
+    if complete:  # every instance in both: the pairs' replicates are differences of the models' replicate sums
+        first = np.array([a for _, a, _ in complete])
+        second = np.array([b for _, _, b in complete])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            replicates = (rep_sums[:, first] - rep_sums[:, second]) / rep_counts[:, first]
+        estimates = np.array([pair["difference"] for pair, _, _ in complete])
+        for (pair, _, _), summary in zip(complete, summarise_columns(estimates, replicates)):
+            _put_summary(pair, summary, n_boot)
     for pair, adjusted in zip(pairs, holm([p["p"] for p in pairs])):
         pair["p_holm"] = adjusted
         pair["separated"] = None if adjusted is None else bool(adjusted < 0.05)
     out["pairs"] = pairs
     return out
+
+
+def _put_summary(pair: dict, summary, n_boot: int) -> None:
+    pair.update(ci95=list(summary.ci95) if summary.ci95 else None, p=summary.p_value, p_counted=summary.p_counted,
+                bootstrap_undefined_share=summary.undefined / n_boot)
 
 
 BT_METHOD = ("bootstrap over judgements (the pairwise report's replicates); pairs: percentile 95% CI of the "

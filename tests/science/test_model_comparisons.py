@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.science.correlation_tests import bootstrap_counts, summarise_replicates
+from analysis.science.correlation_tests import bootstrap_counts, summarise_columns, summarise_replicates
 from analysis.science.model_comparisons import compare_models
 
 
@@ -123,3 +123,16 @@ def test_discrete_scores_count_the_same_far_resamples_as_a_brute_force_loop():
         gaps = (wide[pair["first"]] - wide[pair["second"]]).to_numpy()
         brute = np.array([np.repeat(gaps, row.astype(int)).mean() for row in counts])
         assert pair["p_counted"] == summarise_replicates(pair["difference"], brute).p_counted
+
+
+def test_summarising_columns_at_once_equals_one_column_at_a_time():
+    rng = np.random.default_rng(3)
+    replicates = rng.normal(0.1, 0.2, (400, 6))
+    replicates[:, 3] = np.round(replicates[:, 3], 1)  # ties and exact zeros
+    replicates[7, 4] = np.nan  # an undefined resample: that column goes alone
+    estimates = np.array([0.1, -0.05, 0.0, 0.1, 0.2, 1e-3])
+    for summary, k in zip(summarise_columns(estimates, replicates), range(6)):
+        alone = summarise_replicates(float(estimates[k]), replicates[:, k])
+        assert summary.ci95 == alone.ci95 and summary.p_counted == alone.p_counted
+        assert summary.undefined == alone.undefined and summary.n_boot == alone.n_boot
+        assert summary.p_value == pytest.approx(alone.p_value, rel=1e-9)
