@@ -70,7 +70,30 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 
 @pytest.fixture(scope="session")
-def chromium_browser():
+def _live_server_one_request_at_a_time(request):
+    """On SQLite the live server's requests share the test's in-memory database connection (its
+    shared cache locks whole tables), so two requests at once (a dashboard's 10 s poll beside a
+    form POST, on a busy machine) fail with "database table is locked": serve one request at a
+    time, as Django's non-threaded server does (it closes every connection, so the browser's
+    parallel requests queue). On PostgreSQL each request has its own connection and stays threaded."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+    from django.core.servers.basehttp import WSGIServer
+    from django.test.testcases import LiveServerThread
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        return
+
+    class SerialWSGIServer(WSGIServer):
+        def __init__(self, *args, connections_override=None, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    LiveServerThread.server_class = SerialWSGIServer
+
+
+@pytest.fixture(scope="session")
+def chromium_browser(_live_server_one_request_at_a_time):
     path = chromium_path()
     if path is None:
         pytest.skip("chromium not found (install Debian's chromium: apt-get install -y chromium)")

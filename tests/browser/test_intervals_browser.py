@@ -20,14 +20,20 @@ def _login(page, username):
     page.wait_for_url("**/")
 
 
-def test_a_researcher_sees_which_intervals_include_the_raters_and_switches_them(browser_page, screenshot, tmp_path):
-    page = browser_page
+def _crowd_study_open(page, tmp_path):
+    """A judged study of sampled raters, its owner logged in at laptop width."""
     page.set_viewport_size({"width": 1280, "height": 800})
     owner = make_user(username="researcher")
     study, _ = _judged_study(tmp_path, n_items=12)
     study.owners.add(owner)
     Study.objects.filter(pk=study.pk).update(rater_sampling="sampled")
     _login(page, "researcher")
+    return study
+
+
+def test_a_researcher_sees_which_intervals_include_the_raters_and_switches_them(browser_page, screenshot, tmp_path):
+    page = browser_page
+    study = _crowd_study_open(page, tmp_path)
 
     page.goto(f"/research/{study.slug}/leaderboard/?dim=O")
     assert "items and raters" in page.locator("[data-testid=interval-kind]").inner_text()
@@ -56,12 +62,7 @@ def test_a_large_crowd_study_says_its_intervals_are_the_jackknife(browser_page, 
     delete-one jackknife over items plus over raters, and the page says so."""
     monkeypatch.setattr(rater_bootstrap, "JACKKNIFE_ABOVE", 0)
     page = browser_page
-    page.set_viewport_size({"width": 1280, "height": 800})
-    owner = make_user(username="researcher")
-    study, _ = _judged_study(tmp_path, n_items=12)
-    study.owners.add(owner)
-    Study.objects.filter(pk=study.pk).update(rater_sampling="sampled")
-    _login(page, "researcher")
+    study = _crowd_study_open(page, tmp_path)
     page.goto(f"/research/{study.slug}/leaderboard/?dim=O")
     text = page.locator("[data-testid=interval-kind]").inner_text()
     assert "items and raters" in text and "delete-one jackknife" in text
