@@ -497,6 +497,18 @@ def _gradient(function, at: np.ndarray) -> dict[str, np.ndarray]:
     return {name: (v[:k] - v[k:]) / (2 * step) for name, v in values.items()}
 
 
+def _cell_changes(flat: np.ndarray, n0: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each rating's cell among the used (unit, category) cells, the change of its unit's terms when
+    one rating of that cell leaves): a rating's removal changes its unit's terms by an amount that
+    depends only on its cell, so there is one change per used cell (not per unit x category)."""
+    n_values = n0.shape[1]
+    used, cell = np.unique(flat, return_inverse=True)
+    unit, category = used // n_values, used % n_values
+    fewer = n0[unit].copy()
+    fewer[np.arange(len(used)), category] -= 1.0
+    return cell.ravel(), _unit_terms(fewer, fewer.copy()) - terms[unit]
+
+
 def agreement_jackknife(unit: np.ndarray, rater: np.ndarray, category: np.ndarray, categories: np.ndarray,
                         n_units: int, n_raters: int) -> tuple[dict[str, float | None], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Point values of alpha and kappa and their delete-one values: ``{measure: (without each unit,
@@ -511,11 +523,9 @@ def agreement_jackknife(unit: np.ndarray, rater: np.ndarray, category: np.ndarra
     point = _measures(totals[None, :], categories)
     values = {name: float(v[0]) if np.isfinite(v[0]) else None for name, v in point.items()}
     without_units = _measures(totals[None, :] - terms, categories)
-    # a rating's removal changes its unit's terms by an amount that depends only on its (unit,
-    # category) cell: one change per cell, summed over each rater's cells by a sparse product
-    fewer = n0[:, None, :] - np.eye(n_values)[None, :, :]
-    cell_change = (_unit_terms(fewer, fewer.copy()) - terms[:, None, :]).reshape(n_units * n_values, -1)
-    per_rater = _matrix(rater, flat, np.ones(len(flat)), (n_raters, n_units * n_values))
+    # one change per used (unit, category) cell, summed over each rater's ratings by a sparse product
+    cell, cell_change = _cell_changes(flat, n0, terms)
+    per_rater = _matrix(rater, cell, np.ones(len(flat)), (n_raters, len(cell_change)))
     without_raters = _measures(totals[None, :] + per_rater @ cell_change, categories)
     return values, {name: (without_units[name], without_raters[name]) for name in values}
 
@@ -550,12 +560,11 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
     np.add.at(by_group, unit_group, terms)  # n_groups rows: cheap
     totals = terms.sum(axis=0)
     points = _measures(np.vstack([totals, by_group]), categories)
-    fewer = n0[:, None, :] - np.eye(n_values)[None, :, :]
-    cell_change = (_unit_terms(fewer, fewer.copy()) - terms[:, None, :]).reshape(n_units * n_values, -1)
+    cell, cell_change = _cell_changes(flat, n0, terms)
     pair, pairs = pd.factorize(group_code * n_raters + rater)
     pair_group = np.asarray(pairs) // n_raters
-    per_rater = _matrix(rater, flat, np.ones(len(flat)), (n_raters, n_units * n_values)) @ cell_change
-    per_pair = _matrix(pair, flat, np.ones(len(flat)), (len(pairs), n_units * n_values)) @ cell_change
+    per_rater = _matrix(rater, cell, np.ones(len(flat)), (n_raters, len(cell_change))) @ cell_change
+    per_pair = _matrix(pair, cell, np.ones(len(flat)), (len(pairs), len(cell_change))) @ cell_change
     all_without_units = _measures(totals[None, :] - terms, categories)
     group_without_units = _measures(by_group[unit_group] - terms, categories)
     all_without_raters = _measures(totals[None, :] + per_rater, categories)
