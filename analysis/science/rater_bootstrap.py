@@ -509,23 +509,32 @@ def _cell_changes(flat: np.ndarray, n0: np.ndarray, terms: np.ndarray) -> tuple[
     return cell.ravel(), _unit_terms(fewer, fewer.copy()) - terms[unit]
 
 
-def agreement_jackknife(unit: np.ndarray, rater: np.ndarray, category: np.ndarray, categories: np.ndarray,
-                        n_units: int, n_raters: int) -> tuple[dict[str, float | None], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """Point values of alpha and kappa and their delete-one values: ``{measure: (without each unit,
-    without each rater)}``, for :func:`jackknife_interval`. The totals are sums of unit terms, so
-    leaving a unit out subtracts its terms; leaving a rater out takes each of their ratings out of
-    its unit's counts and replaces that unit's terms. O(ratings x values^2), no draws."""
-    n_values = len(categories)
+def _jackknife_parts(unit: np.ndarray, category: np.ndarray, n_values: int, n_units: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each unit's terms, each rating's used cell, each used cell's change of its unit's terms when
+    one of its ratings leaves): what every delete-one value below is summed from."""
     flat = unit * n_values + category
     n0 = np.bincount(flat, minlength=n_units * n_values).astype(float).reshape(n_units, n_values)
     terms = _unit_terms(n0, n0.copy())
+    cell, cell_change = _cell_changes(flat, n0, terms)
+    return terms, cell, cell_change
+
+
+def agreement_jackknife(unit: np.ndarray, rater: np.ndarray, category: np.ndarray, categories: np.ndarray,
+                        n_units: int, n_raters: int, parts: tuple | None = None
+                        ) -> tuple[dict[str, float | None], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Point values of alpha and kappa and their delete-one values: ``{measure: (without each unit,
+    without each rater)}``, for :func:`jackknife_interval`. The totals are sums of unit terms, so
+    leaving a unit out subtracts its terms; leaving a rater out takes each of their ratings out of
+    its unit's counts and replaces that unit's terms. O(ratings x values^2), no draws. ``parts``:
+    :func:`_jackknife_parts` of these ratings, when the caller has them."""
+    terms, cell, cell_change = parts or _jackknife_parts(unit, category, len(categories), n_units)
     totals = terms.sum(axis=0)
     point = _measures(totals[None, :], categories)
     values = {name: float(v[0]) if np.isfinite(v[0]) else None for name, v in point.items()}
     without_units = _measures(totals[None, :] - terms, categories)
     # one change per used (unit, category) cell, summed over each rater's ratings by a sparse product
-    cell, cell_change = _cell_changes(flat, n0, terms)
-    per_rater = _matrix(rater, cell, np.ones(len(flat)), (n_raters, len(cell_change)))
+    per_rater = _matrix(rater, cell, np.ones(len(cell)), (n_raters, len(cell_change)))
     without_raters = _measures(totals[None, :] + per_rater @ cell_change, categories)
     return values, {name: (without_units[name], without_raters[name]) for name in values}
 
@@ -549,46 +558,40 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
     group_code, n_groups = _codes(frame[group])
     labels = sorted(np.asarray(pd.unique(frame[group])))  # the order of the codes
     categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
-    n_values = len(categories)
+    parts = _jackknife_parts(unit, category, len(categories), n_units)
+    terms, cell, cell_change = parts
     unit_group = np.zeros(n_units, dtype=np.int64)
     unit_group[unit] = group_code
-    flat = unit * n_values + category
-    n0 = np.bincount(flat, minlength=n_units * n_values).astype(float).reshape(n_units, n_values)
-    terms = _unit_terms(n0, n0.copy())
-    width = terms.shape[1]
-    by_group = np.zeros((n_groups, width))
+    by_group = np.zeros((n_groups, terms.shape[1]))
     np.add.at(by_group, unit_group, terms)  # n_groups rows: cheap
-    totals = terms.sum(axis=0)
-    points = _measures(np.vstack([totals, by_group]), categories)
-    cell, cell_change = _cell_changes(flat, n0, terms)
+    points = _measures(by_group, categories)
     pair, pairs = pd.factorize(group_code * n_raters + rater)
     pair_group = np.asarray(pairs) // n_raters
-    per_rater = _matrix(rater, cell, np.ones(len(flat)), (n_raters, len(cell_change))) @ cell_change
-    per_pair = _matrix(pair, cell, np.ones(len(flat)), (len(pairs), len(cell_change))) @ cell_change
-    all_without_units = _measures(totals[None, :] - terms, categories)
-    group_without_units = _measures(by_group[unit_group] - terms, categories)
-    all_without_raters = _measures(totals[None, :] + per_rater, categories)
-    group_without_raters = _measures(by_group[pair_group] + per_pair, categories)
+    per_pair = _matrix(pair, cell, np.ones(len(cell)), (len(pairs), len(cell_change))) @ cell_change
+    without_units = _measures(by_group[unit_group] - terms, categories)
+    without_raters = _measures(by_group[pair_group] + per_pair, categories)
 
-    def block(row: int, units: np.ndarray, rater_rows: np.ndarray, without_units: dict, without_raters: dict):
-        values = {name: float(v[row]) if np.isfinite(v[row]) else None for name, v in points.items()}
+    def block(values: dict, units: np.ndarray, rater_rows: np.ndarray, deleted: dict):
         small = _too_small(len(units), len(rater_rows), kind=kind, n_boot=1)
         if small is not None:
             return values, {name: small for name in AGREEMENT_MEASURES}
         clusters = min(len(units), len(rater_rows))
-        return values, {name: jackknife_interval(values[name], without_units[name][units],
-                                                 without_raters[name][rater_rows] if raters else None,
+        return values, {name: jackknife_interval(values[name], deleted[name][0][units],
+                                                 deleted[name][1][rater_rows] if raters else None,
                                                  kind=kind, clusters=clusters, upper=1.0)
                         for name in AGREEMENT_MEASURES}
 
-    out = {None: block(0, np.arange(n_units), np.arange(n_raters), all_without_units, all_without_raters)}
+    study_values, study_deleted = agreement_jackknife(unit, rater, category, categories, n_units, n_raters, parts)
+    out = {None: block(study_values, np.arange(n_units), np.arange(n_raters), study_deleted)}
+    deleted = {name: (without_units[name], without_raters[name]) for name in AGREEMENT_MEASURES}
     units_of = np.argsort(unit_group, kind="stable")
     unit_bounds = np.searchsorted(unit_group[units_of], np.arange(n_groups + 1))
     pairs_of = np.argsort(pair_group, kind="stable")
     pair_bounds = np.searchsorted(pair_group[pairs_of], np.arange(n_groups + 1))
     for g in range(n_groups):
-        out[labels[g]] = block(g + 1, units_of[unit_bounds[g]:unit_bounds[g + 1]],
-                               pairs_of[pair_bounds[g]:pair_bounds[g + 1]], group_without_units, group_without_raters)
+        values = {name: float(v[g]) if np.isfinite(v[g]) else None for name, v in points.items()}
+        out[labels[g]] = block(values, units_of[unit_bounds[g]:unit_bounds[g + 1]],
+                               pairs_of[pair_bounds[g]:pair_bounds[g + 1]], deleted)
     return out
 
 

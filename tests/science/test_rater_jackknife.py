@@ -124,7 +124,8 @@ def test_jackknife_intervals_stay_in_range_and_say_why_when_undefined():
     one_rater = frame[frame["rater"] == frame["rater"].iloc[0]]
     _, alone = rb.agreement_intervals(one_rater, value="score", method=rb.JACKKNIFE)
     assert alone["fleiss_kappa"].ci95 is None
-    assert rb.jackknife_variance(np.array([np.nan, 1.0])) != rb.jackknife_variance(np.array([np.nan, 1.0]))  # NaN
+    assert np.isnan(rb.jackknife_variance(np.array([np.nan, 1.0])))  # one finite value: no variance
+    assert rb.jackknife_variance(np.array([1.0, 3.0, np.nan])) == pytest.approx(0.5 * 2.0)  # (n-1)/n * sum
 
 
 def test_codes_of_a_categorical_column_are_those_of_its_labels():
