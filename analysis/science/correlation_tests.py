@@ -289,50 +289,45 @@ def summarise_replicates(estimate: float | None, replicates: np.ndarray, *, conf
     if estimate is None or not np.isfinite(estimate) or len(defined) == 0:
         return BootstrapSummary(None if estimate is None or not np.isfinite(estimate) else float(estimate),
                                 None, None, len(replicates), undefined)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(defined, [tail, 100 - tail])
-    if estimate == 0:
-        p_counted = p_value = 1.0
-    else:
-        # a replicate that is zero up to rounding is zero: sums of the same resample taken in another
-        # order (a model pair's difference from the models' sums) must count the same
-        zero = 1e-12 * max(1.0, abs(estimate), float(np.abs(defined).max()))
-        far = int((defined <= zero).sum() if estimate > 0 else (defined >= -zero).sum())
-        p_counted = min(1.0, 2 * (far + 1) / (len(defined) + 1))
-        se = float(np.std(defined, ddof=1)) if len(defined) > 1 else 0.0
-        p_value = float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else p_counted
-    return BootstrapSummary(float(estimate), (float(low), float(high)), p_value, len(replicates), undefined,
-                            p_counted)
+    return _summaries(np.array([float(estimate)]), defined[:, None], len(replicates), undefined, confidence)[0]
+
+
 def summarise_columns(estimates: np.ndarray, replicates: np.ndarray, *, confidence: float = 0.95
                       ) -> list[BootstrapSummary]:
     """:func:`summarise_replicates` of every column of ``replicates`` (n_boot x statistics) with its
-    ``estimates`` entry, at once: the same numbers (the standard error's last digit aside), for
-    the hundreds of model pairs of a leaderboard. Columns with an undefined replicate or estimate go
-    one by one."""
+    ``estimates`` entry, the defined columns at once (the hundreds of model pairs of a leaderboard);
+    a column with an undefined replicate or estimate goes alone."""
     replicates = np.asarray(replicates, dtype=float)
     estimates = np.asarray(estimates, dtype=float)
-    whole = np.isfinite(replicates).all(axis=0) & np.isfinite(estimates)
+    whole = np.isfinite(replicates).all(axis=0) & np.isfinite(estimates) & (len(replicates) > 0)
     out: list[BootstrapSummary | None] = [None] * len(estimates)
     for k in np.flatnonzero(~whole):
         out[k] = summarise_replicates(float(estimates[k]), replicates[:, k], confidence=confidence)
     columns = np.flatnonzero(whole)
-    if len(columns) and len(replicates):
-        block, est = replicates[:, columns], estimates[columns]
-        tail = (1 - confidence) / 2 * 100
-        low, high = np.percentile(block, [tail, 100 - tail], axis=0)
-        zero = 1e-12 * np.maximum(np.maximum(1.0, np.abs(est)), np.abs(block).max(axis=0))
-        far = np.where(est > 0, (block <= zero).sum(axis=0), (block >= -zero).sum(axis=0))
-        n = len(block)
-        p_counted = np.minimum(1.0, 2 * (far + 1) / (n + 1))
-        se = block.std(axis=0, ddof=1) if n > 1 else np.zeros(len(columns))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p_normal = 2 * special.ndtr(-np.abs(est) / se)
-        p_value = np.where(se > 0, p_normal, p_counted)
-        for j, k in enumerate(columns):
-            exact_zero = est[j] == 0
-            out[k] = BootstrapSummary(float(est[j]), (float(low[j]), float(high[j])),
-                                      1.0 if exact_zero else float(p_value[j]), n, 0,
-                                      1.0 if exact_zero else float(p_counted[j]))
+    if len(columns):
+        for k, summary in zip(columns, _summaries(estimates[columns], replicates[:, columns], len(replicates), 0,
+                                                  confidence)):
+            out[k] = summary
     return out
+
+
+def _summaries(estimates: np.ndarray, block: np.ndarray, n_boot: int, undefined: int, confidence: float
+               ) -> list[BootstrapSummary]:
+    """One summary per column of ``block`` (its defined replicates, finite, at least one row)."""
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(block, [tail, 100 - tail], axis=0)
+    # a replicate that is zero up to rounding is zero: sums of the same resample taken in another
+    # order (a model pair's difference from the models' sums) must count the same
+    zero = 1e-12 * np.maximum(np.maximum(1.0, np.abs(estimates)), np.abs(block).max(axis=0))
+    far = np.where(estimates > 0, (block <= zero).sum(axis=0), (block >= -zero).sum(axis=0))
+    n = len(block)
+    p_counted = np.minimum(1.0, 2 * (far + 1) / (n + 1))
+    se = block.std(axis=0, ddof=1) if n > 1 else np.zeros(block.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_normal = 2 * special.ndtr(-np.abs(estimates) / se)
+    p_value = np.where(se > 0, p_normal, p_counted)
+    return [BootstrapSummary(float(est), (float(lo), float(hi)), 1.0 if est == 0 else float(p),
+                             n_boot, undefined, 1.0 if est == 0 else float(pc))
+            for est, lo, hi, p, pc in zip(estimates, low, high, p_value, p_counted)]
 
 
