@@ -44,7 +44,7 @@ from typing import Callable, Iterable, Literal
 import numpy as np
 import pandas as pd
 
-from analysis.science.codes import RatingCodes, group_codes
+from analysis.science.codes import RatingCodes, distinct_values, group_codes, sort_order
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -785,7 +785,7 @@ def _unit_value_counts(unit: np.ndarray, rater: np.ndarray, score: np.ndarray, n
     unit, rater, score = unit[present], rater[present], score[present]
     n_raters = int(rater.max(initial=0)) + 1
     cell = unit * n_raters + rater
-    order = np.argsort(cell)
+    order = sort_order(cell)
     cell, unit, score = cell[order], unit[order], score[order]
     first = np.r_[True, cell[1:] != cell[:-1]] if len(cell) else np.zeros(0, bool)
     if not first.all():
@@ -793,6 +793,6 @@ def _unit_value_counts(unit: np.ndarray, rater: np.ndarray, score: np.ndarray, n
         score = np.bincount(which, weights=score) / np.bincount(which)
         unit = unit[first]
     score = np.round(score, SNAP_DECIMALS) + 0.0  # + 0.0: -0.0 (a rounded tiny negative) is 0
-    values, value_index = np.unique(score, return_inverse=True)
+    values, value_index = distinct_values(score)
     flat = np.bincount(unit * len(values) + value_index, minlength=n_units * len(values))
     return flat.reshape(n_units, len(values)).astype(float), values

@@ -23,7 +23,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.science.codes import RatingCodes, group_codes
+from analysis.science.codes import RatingCodes, group_codes, sort_order
 from analysis.science.correlation import fisher_z_mean, grouped_correlations, grouped_correlations_by, sample_correlations
 
 METHODS = ("srcc", "plcc", "krcc")
@@ -182,7 +182,7 @@ def _rater_vs_rest_pairs(group, rater, item, values, n_groups, n_raters, n_items
     row = np.flatnonzero(np.isfinite(values) & (group >= 0) & (rater >= 0) & (item >= 0))  # NaN labels: no cell
     group, rater, item, values = group[row], rater[row], item[row], values[row]
     cell = (group * n_raters + rater) * n_items + item
-    order = np.argsort(cell)  # group, then rater, then item: the matrix's order
+    order = sort_order(cell)  # group, then rater, then item: the matrix's order
     cell, group, rater, item, values, row = (a[order] for a in (cell, group, rater, item, values, row))
     first = np.r_[True, cell[1:] != cell[:-1]] if len(cell) else np.zeros(0, bool)
     if not first.all():  # a rater rated an item twice: the matrix holds their mean

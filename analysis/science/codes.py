@@ -19,6 +19,11 @@ import pandas as pd
 # Dense ranks by counting (one bin per possible combination) while the bins do not outnumber the
 # rows by more than this; past it, a sort.
 _BINS_PER_ROW = 4
+# Below this many keys a comparison sort costs about what the radix passes of sort_order do.
+_RADIX_FROM = 1 << 14
+# distinct_values hashes when a strided sample of this many values holds at most a quarter as many
+# distinct ones (Likert points, one rater's z-scores: tens to hundreds of values in 10^6 rows).
+_SAMPLE = 4096
 
 
 class RatingCodes:
@@ -100,6 +105,45 @@ def dense_rank(codes: list[np.ndarray], widths: list[int]) -> tuple[np.ndarray, 
     out = np.full(len(combined), -1, np.int64)
     out[valid] = inverse
     return out, values
+
+
+def sort_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for integer keys: for 10^5-10^6 non-negative keys under
+    2^48 (the report's cell and group codes), least-significant-digit radix passes over 16-bit
+    digits. numpy sorts 16-bit integers stably by counting, ~10x faster than its comparison sort
+    of 64-bit ones, so one to three passes take a third to a half of the time. Ties keep their
+    input order, as in any stable sort."""
+    keys = np.asarray(keys)
+    if len(keys) < _RADIX_FROM or keys.dtype.kind not in "iu" or keys.ndim != 1:
+        return np.argsort(keys, kind="stable")
+    low, top = int(keys.min()), int(keys.max())
+    if low < 0 or top >= 1 << 48:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while top >> shift:
+        digit = ((keys[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+    return order
+
+
+def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-D numeric array: (sorted distinct values,
+    each value's index among them). When a strided sample shows few distinct values among many
+    (Likert points, one rater's z-scores) it hashes them (``pd.factorize``) and sorts only the
+    distinct ones, ~5x faster than sorting every value; the result is the same."""
+    values = np.asarray(values)
+    if (len(values) >= _RADIX_FROM and values.ndim == 1 and values.dtype.kind in "iuf"
+            and len(pd.unique(values[:: len(values) // _SAMPLE])) * 4 <= _SAMPLE
+            and not (values.dtype.kind == "f" and np.isnan(values).any())):
+        codes, uniques = pd.factorize(values + 0 if values.dtype.kind == "f" else values, sort=False)
+        order = np.argsort(uniques, kind="stable")
+        rank = np.empty(len(uniques), np.int64)
+        rank[order] = np.arange(len(uniques))
+        return uniques[order], rank[codes]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct, inverse.reshape(-1)
 
 
 def appearance_order(codes: np.ndarray) -> np.ndarray:

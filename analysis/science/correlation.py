@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from analysis.science.codes import distinct_values, sort_order
+
 SNAP_DECIMALS = 9
 _R_CLIP = 1.0 - 1e-12
 
@@ -209,20 +211,10 @@ def _grouped(g, x, y, n_groups, codes) -> GroupedCorrelations:
     return GroupedCorrelations(n, srcc, plcc, krcc, reason)
 
 
-def _float_keys(values: np.ndarray) -> np.ndarray:
-    """int64 keys in the same order as the (finite, non -0.0) floats: integer sorts are faster."""
-    bits = values.view(np.int64)
-    return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
-
-
 def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     """0-based codes in value order (equal values, equal code) and how many distinct values."""
-    keys = _float_keys(values)
-    order = np.argsort(keys)
-    start = _run_starts(keys[order])
-    codes = np.empty(len(values), np.int64)
-    codes[order] = np.cumsum(start) - 1
-    return codes, int(start.sum())
+    distinct, codes = distinct_values(values)
+    return codes.astype(np.int64, copy=False), len(distinct)
 
 
 def _run_starts(*sorted_columns: np.ndarray) -> np.ndarray:
@@ -269,7 +261,7 @@ class _SortedPairs:
         swap = n_y < n_x  # rank the side with fewer distinct values by counting
         (few, n_few), (many, n_many) = ((y_code, n_y), (x_code, n_x)) if swap else ((x_code, n_x), (y_code, n_y))
         if n_groups * n_many * n_few < 2**62:
-            self.order = np.argsort((g * n_many + many) * n_few + few)
+            self.order = sort_order((g * n_many + many) * n_few + few)
         else:  # astronomically many values: lexsort is slower but cannot overflow
             self.order = np.lexsort((few, many, g))
         self.g_sorted = g[self.order]
@@ -283,7 +275,7 @@ class _SortedPairs:
         if n_groups * n_few <= _CELLS_PER_PAIR * len(g) + _CELLS_ALLOWANCE:
             few_rank, few_dense, few_constant, few_ties = _counted_ranks(g, few, n_groups, n_few)
         else:
-            by_few = np.argsort(g * n_few + few)
+            by_few = sort_order(g * n_few + few)
             g_by_few = g[by_few]
             few_rank, few_dense, few_runs = _ranks(g_by_few, few[by_few], by_few)
             few_constant = _group_max(g_by_few, few_dense[by_few], n_groups) == 0

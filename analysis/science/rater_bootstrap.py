@@ -52,6 +52,7 @@ import pandas as pd
 from scipy import sparse, stats
 
 from analysis.science.agreement import SNAP_DECIMALS, _alpha_from_sums
+from analysis.science.codes import dense_rank, distinct_values
 from analysis.science.pairwise import OUTCOMES, _cells, _encode, _tallies, _win_rates, bradley_terry
 
 ITEMS = "items"
@@ -502,7 +503,7 @@ def _cell_changes(flat: np.ndarray, n0: np.ndarray, terms: np.ndarray) -> tuple[
     one rating of that cell leaves): a rating's removal changes its unit's terms by an amount that
     depends only on its cell, so there is one change per used cell (not per unit x category)."""
     n_values = n0.shape[1]
-    used, cell = np.unique(flat, return_inverse=True)
+    cell, used = dense_rank([flat], [len(n0) * n_values])
     unit, category = used // n_values, used % n_values
     fewer = n0[unit].copy()
     fewer[np.arange(len(used)), category] -= 1.0
@@ -557,7 +558,7 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
     rater, n_raters = _codes(frame["rater"])
     group_code, n_groups = _codes(frame[group])
     labels = sorted(np.asarray(pd.unique(frame[group])))  # the order of the codes
-    categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
+    categories, category = distinct_values(_snap(frame[value].to_numpy()))
     parts = _jackknife_parts(unit, category, len(categories), n_units)
     terms, cell, cell_change = parts
     unit_group = np.zeros(n_units, dtype=np.int64)
@@ -615,7 +616,7 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", value]]
     unit, n_units = _codes(frame["item"])
-    categories, category = np.unique(_snap(frame[value].to_numpy()), return_inverse=True)
+    categories, category = distinct_values(_snap(frame[value].to_numpy()))
     jackknife = _use_jackknife(method, len(frame), n_boot)
     if jackknife:
         rater, n_raters = _codes(frame["rater"])

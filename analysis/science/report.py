@@ -193,7 +193,9 @@ def build_report(study: ReportSource, *, include_excluded: bool = False, judges:
             human_items, human_qa = _evalmi_section(study, ratings, scores, report, reasons, include_excluded,
                                                     n_boot=n_boot, seed=seed, frames=frames)
         if human_items is not None and not human_items.empty:
-            report["leaderboard"] = _leaderboard(study, human_items, n_boot=n_boot, seed=seed)
+            # an EvalMi section computes it in the background as soon as its z-MOS is known
+            report["leaderboard"] = frames.pop("leaderboard", None) or _leaderboard(
+                study.item_table(), human_items, n_boot=n_boot, seed=seed)
         if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
                             judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed,
@@ -329,10 +331,11 @@ def _counts(frame: pd.DataFrame, report: dict, codes: RatingCodes | None = None)
     })
 
 
-def _leaderboard(study: ReportSource, human_items: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
+def _leaderboard(item_table: pd.DataFrame, human_items: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
     """Per dimension: every pair of models (paired bootstrap over instances, Holm) and bootstrap rank
-    intervals (analysis.science.model_comparisons) from the per-item human scores the report uses."""
-    instances = study.item_table().set_index("item")["instance"]
+    intervals (analysis.science.model_comparisons) from the per-item human scores the report uses
+    (``item_table``: the study's, for each item's instance)."""
+    instances = item_table.set_index("item")["instance"]
     out, reuse = {}, {}
     for dim, part in human_items.dropna(subset=["human"]).groupby("dimension", sort=False):
         items = pd.DataFrame({"model": part["model"].astype(str).to_numpy(),
@@ -464,20 +467,28 @@ def _evalmi_section(study: ReportSource, ratings: pd.DataFrame, scores: pd.DataF
         zscored = _zscores(ratings, dims, reasons, codes)
         screening = background.submit(_screening, ratings, dims, codes, zscored)
         subject = background.submit(fit_dimensions, ratings, dims, codes)
-        items, human_qa = _evalmi_figures(study, ratings, dims, agreement, report, reasons, include_excluded,
-                                          n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed)
+        items, zscored = _zmos_items(ratings, dims, reasons, codes, zscored)
+        human_items = items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human")
+        # the leaderboard needs only the z-MOS per item: it follows the subject model in the
+        # background instead of running alone after the ceiling
+        leaderboard = (background.submit(_leaderboard, study.item_table(), human_items, n_boot=n_boot, seed=seed)
+                       if frames is not None and not human_items.empty else None)
+        human_qa = _evalmi_figures(study, ratings, dims, items, agreement, report, reasons, include_excluded,
+                                   n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed)
         _put_screening(screening.result(), report)
         _put_subject_model(subject, report, frames)
-    return items.melt(id_vars=["model", "item"], value_vars=dims, var_name="dimension", value_name="human"), human_qa
+        if leaderboard is not None:
+            frames["leaderboard"] = leaderboard.result()
+    return human_items, human_qa
 
 
-def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str], agreement: Future, report: dict,
-                    reasons: Reasons, include_excluded: bool, *, n_boot: int, codes: RatingCodes,
-                    zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0
-                    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns (z-MOS per
-    item, wide; human yes/no per item). ``codes``: the ratings' codes; ``zscored``: :func:`_zscores`."""
-    items, zscored = _zmos_items(ratings, dims, reasons, codes, zscored)
+def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str], items: pd.DataFrame,
+                    agreement: Future, report: dict, reasons: Reasons, include_excluded: bool, *, n_boot: int,
+                    codes: RatingCodes, zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0
+                    ) -> pd.DataFrame | None:
+    """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns the human
+    yes/no per item. ``items``: z-MOS per item, wide, and ``zscored`` the z-scored ratings
+    (:func:`_zmos_items`); ``codes``: the ratings' codes."""
 
     raters_per_model = _distinct_per_model(codes, codes.rater, len(codes.rater_names))
     items_per_model = _distinct_per_model(codes, codes.item, len(codes.item_names))
@@ -520,7 +531,7 @@ def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str],
         put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
                              sampled=sampled, estimator="item_means", n_boot=n_boot, seed=seed,
                              computed=intervals.result() if intervals is not None else None)
-    return items, _evalmi_qa(study, report, reasons, include_excluded)
+    return _evalmi_qa(study, report, reasons, include_excluded)
 
 
 def _evalmi_qa(study: ReportSource, report: dict, reasons: Reasons, include_excluded: bool) -> pd.DataFrame | None:

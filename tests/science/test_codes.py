@@ -7,7 +7,7 @@ import pytest
 
 from analysis.science.agreement import agreement_tables
 from analysis.science.ceiling import human_ceilings
-from analysis.science.codes import RatingCodes, appearance_order, dense_rank
+from analysis.science.codes import RatingCodes, appearance_order, dense_rank, distinct_values, sort_order
 from analysis.science.screening import mos_with_and_without_screening, screen_observers
 from analysis.science.zmos import group_means, zscore_by_rater
 
@@ -114,3 +114,49 @@ def test_codes_of_another_frame_are_refused():
         screen_observers(ratings, score="perception", rater="model", codes=codes)
     with pytest.raises(ValueError, match="do not fit"):
         group_means(shorter, ["model", "item"], "perception", codes=codes)
+
+
+@pytest.mark.parametrize("bits", [3, 16, 17, 33, 47, 50])
+def test_sort_order_is_numpys_stable_argsort(bits):
+    # the radix passes (and the fallbacks past 2^48 and below _RADIX_FROM keys) order exactly as a
+    # stable sort: equal keys keep their input order
+    rng = np.random.default_rng(bits)
+    for n in (0, 1, 100, 40_000):
+        keys = rng.integers(0, 2**bits, n)
+        keys[: n // 3] = keys[n // 3: 2 * (n // 3)]  # many ties
+        assert np.array_equal(sort_order(keys), np.argsort(keys, kind="stable"))
+    assert np.array_equal(sort_order(keys.astype(np.int32) if bits < 31 else keys),
+                          np.argsort(keys, kind="stable"))
+
+
+def test_sort_order_negative_or_float_keys_fall_back():
+    rng = np.random.default_rng(0)
+    keys = rng.integers(-1000, 1000, 50_000)
+    assert np.array_equal(sort_order(keys), np.argsort(keys, kind="stable"))
+    floats = rng.normal(size=50_000)
+    assert np.array_equal(sort_order(floats), np.argsort(floats, kind="stable"))
+
+
+@pytest.mark.parametrize("distinct", [1, 5, 320, 5_000, 60_000])
+def test_distinct_values_is_numpys_unique(distinct):
+    # hashed when few distinct values (Likert points, a rater's z-scores), sorted when many: the
+    # same (sorted distinct values, inverse) either way, -0.0 counted as 0.0
+    rng = np.random.default_rng(distinct)
+    pool = np.round(rng.normal(size=distinct), 3)
+    pool[0] = 0.0
+    values = pool[rng.integers(0, distinct, 60_000)]
+    values[5] = -0.0
+    got, inverse = distinct_values(values)
+    want, want_inverse = np.unique(values, return_inverse=True)
+    assert np.array_equal(got, want) and np.array_equal(inverse, want_inverse)
+    ints = rng.integers(0, distinct, 60_000)
+    got, inverse = distinct_values(ints)
+    want, want_inverse = np.unique(ints, return_inverse=True)
+    assert np.array_equal(got, want) and np.array_equal(inverse, want_inverse)
+
+
+def test_distinct_values_with_nan_sorts_as_numpy_does():
+    values = np.tile([1.0, 2.0, np.nan, 3.0], 10_000)
+    got, inverse = distinct_values(values)
+    want, want_inverse = np.unique(values, return_inverse=True)
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(inverse, want_inverse)
