@@ -540,14 +540,21 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
 def _agreement_interval_how(report: dict) -> str:
     """How the model tables' 95 % CIs were made: the report's kind and method of interval."""
     if report.get("rater_sampling") != "sampled":
-        return ("- CIs of the mean, α and κ: percentile 95 % of a seeded bootstrap over items, raters fixed (the "
-                "report's replicates and seed, see `report.json`); — when undefined.")
+        how = ("- CIs of the mean, α and κ: percentile 95 % of a seeded bootstrap over items, raters fixed (the "
+               "report's replicates and seed, see `report.json`)")
+        if "jackknife" in report.get("item_interval_methods", []):
+            how += (", or, where a model's ratings are too many for it, the delete-one jackknife over items "
+                    "(T ± 1.96·se) for α and κ; `interval_methods` in `report.json` says which")
+        return how + "; — when undefined."
     how = ("- CIs of the mean, α and κ: items and raters both resampled (the raters are a sample of a crowd): "
            "percentile 95 % of a seeded two-way bootstrap")
     if "jackknife" in report.get("two_way_interval_methods", []):
         how += (", or, where a model's ratings are too many for it, the delete-one jackknife over items plus over "
                 "raters (T ± t·se); `interval_methods` in `report.json` says which")
-    return how + "; the item-only intervals are in `report.json` as `*_items`; — when undefined."
+    how += "; the item-only intervals are in `report.json` as `*_items`"
+    if "jackknife" in report.get("item_interval_methods", []):
+        how += " (for α and κ at this size: the delete-one jackknife over items)"
+    return how + "; — when undefined."
 
 
 def _screening_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> str:

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, stats
 
-from analysis.science.agreement import SNAP_DECIMALS, _alpha_from_sums
+from analysis.science.agreement import BOOTSTRAP, JACKKNIFE, SNAP_DECIMALS, _alpha_from_sums, use_jackknife_for
 from analysis.science.codes import dense_rank, distinct_values
 from analysis.science.pairwise import OUTCOMES, _cells, _encode, _tallies, _win_rates, bradley_terry
 
@@ -62,13 +62,9 @@ KINDS = (ITEMS, ITEMS_RATERS)
 # Replicates are processed in chunks so (chunk x items x features) arrays stay around 32 MB.
 _CHUNK_CELLS = 4_000_000
 
-BOOTSTRAP = "percentile bootstrap"
-JACKKNIFE = "jackknife"
-METHODS = (BOOTSTRAP, JACKKNIFE, "auto")
-# "auto" takes the jackknife for a statistic when its bootstrap would handle more than this many (rating x
-# replicate) cells: 20,000 ratings at 1,000 replicates, ~0.35 s per interval. EvalMi-50K's
-# per-model agreement (33,600 ratings, 50 intervals in a report) took 30 s of a 36 s report.
-JACKKNIFE_ABOVE = 20_000_000
+# BOOTSTRAP, JACKKNIFE: the interval methods, and "auto"'s rule (agreement.JACKKNIFE_ABOVE:
+# 20,000 ratings at 1,000 replicates, ~0.35 s per two-way interval) are analysis.science.agreement's,
+# so the item-only and the two-way intervals of one study switch together.
 
 
 @dataclass(frozen=True)
@@ -134,9 +130,7 @@ def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int, clust
 
 
 def _use_jackknife(method: str, cells: int, n_boot: int) -> bool:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
-    return method == JACKKNIFE or (method == "auto" and cells * max(n_boot, 0) > JACKKNIFE_ABOVE)
+    return use_jackknife_for(method, cells, n_boot)
 
 
 def jackknife_variance(without: np.ndarray) -> float:
@@ -153,7 +147,7 @@ def jackknife_interval(point: float | None, without_items: np.ndarray, without_r
                        kind: str, clusters: int | None, upper: float | None = None) -> Interval:
     """A 95 % interval from the delete-one jackknife over items plus the one over raters (None:
     raters fixed), for statistics whose two-way bootstrap is too slow at scale (see
-    :data:`JACKKNIFE_ABOVE`).
+    :data:`analysis.science.agreement.JACKKNIFE_ABOVE`).
 
     Items and raters are crossed random factors: the statistic's variance is (to first order) the
     items' share plus the raters' share, and each jackknife estimates its own share (the
@@ -276,7 +270,7 @@ def mean_intervals(ratings: pd.DataFrame, *, value: str, group: str = "model", e
 
     ``method``: ``"percentile bootstrap"``, ``"jackknife"`` (:func:`jackknife_interval`, no draws)
     or ``"auto"``: the jackknife when the largest group's ratings x ``n_boot`` pass
-    :data:`JACKKNIFE_ABOVE`, for every group alike."""
+    :data:`analysis.science.agreement.JACKKNIFE_ABOVE`, for every group alike."""
     kind = kind_of(raters)
     rated = ratings[ratings[value].notna()]
     clusters = np.minimum(rated.groupby(group, observed=True)["item"].nunique(),
@@ -611,7 +605,7 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
 
     ``method``: ``"percentile bootstrap"`` (``n_boot`` draws), ``"jackknife"`` (delete-one over items
     and over raters, :func:`jackknife_interval`; no draws) or ``"auto"``: the jackknife above
-    :data:`JACKKNIFE_ABOVE` ratings x replicates, where the bootstrap would take seconds per interval.
+    :data:`analysis.science.agreement.JACKKNIFE_ABOVE` ratings x replicates, where the bootstrap would take seconds per interval.
     """
     kind = kind_of(raters)
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", value]]

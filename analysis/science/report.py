@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from analysis.science.agreement import agreement_table, agreement_tables
+from analysis.science.agreement import BOOTSTRAP, agreement_table, agreement_tables
 from analysis.science.ceiling import human_ceilings, judge_vs_rest
 from analysis.science.codes import RatingCodes, dense_rank
 from analysis.science.correlation import (KENDALL_VARIANTS, fisher_z_mean, model_level_agreement, per_group_correlations,
@@ -239,20 +239,25 @@ _FLAT_MEASURES = {"fleiss_kappa": "fleiss_kappa", "percent_agreement": "percent_
 
 
 def _put_agreement(entry: dict, row: Any, where: str, reasons: Reasons, n_boot: int) -> None:
-    """One agreement_table row into a dimension block: the value, its bootstrap 95% CI and the share
-    of bootstrap resamples where it was undefined (left out of that CI)."""
+    """One agreement_table row into a dimension block: the value, its 95% CI (its method in
+    ``interval_methods``) and, for a bootstrap CI, the share of resamples where it was undefined
+    (left out of that CI)."""
     ci_why = row.reason or ("bootstrap interval undefined" if n_boot else "n_boot = 0: no bootstrap interval")
     if row.measure in _FLAT_MEASURES:
         key = _FLAT_MEASURES[row.measure]
+        ci_key = f"{key}_ci95"
         entry[key] = _num(row.value, reasons, f"{where}.{key}", row.reason)
-        entry[f"{key}_ci95"] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.{key}_ci95", ci_why)
+        entry[ci_key] = _ci(row.ci_low, row.ci_high, reasons, f"{where}.{key}_ci95", ci_why)
     else:
         key = row.measure.removeprefix("alpha_")
+        ci_key = "alpha_ci95"
         entry["alpha"][key] = _num(row.value, reasons, f"{where}.alpha.{key}", row.reason)
         entry.setdefault("alpha_ci95", {})[key] = _ci(row.ci_low, row.ci_high, reasons,
                                                       f"{where}.alpha_ci95.{key}", ci_why)
         key = f"alpha.{key}"
-    if n_boot and row.value is not None:
+    if n_boot:
+        entry.setdefault("interval_methods", {})[ci_key] = row.method
+    if n_boot and row.value is not None and row.method == BOOTSTRAP:
         entry.setdefault("bootstrap_undefined_share", {})[key] = float(row.boot_undefined) / n_boot
 
 
@@ -261,7 +266,7 @@ def _agreement(ratings: pd.DataFrame, dims: list[str], *, n_boot: int, seed: int
     """Alpha, Fleiss' kappa, Gwet's AC1/AC2 and percent agreement per model and over the study (one
     call: they share count tables and bootstrap draws)."""
     return agreement_tables(ratings, scores=dims, groupings=[("model",), ()], levels=LEVELS, kappa=True,
-                            n_boot=n_boot, seed=seed, codes=codes, gwet=True)
+                            n_boot=n_boot, seed=seed, codes=codes, gwet=True, method="auto")
 
 
 def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, reasons: Reasons,
@@ -277,6 +282,8 @@ def _agreement_and_ceiling(agreement: Future, dims: list[str], report: dict, rea
     ceiling, study_ceiling = human_ceilings(ceiling_frame, scores=dims, groupings=[("model",), ()],
                                             codes=ceiling_codes)
     table, overall = agreement.result()
+    if n_boot:  # the item-only agreement intervals' methods (the jackknife at scale)
+        report["item_interval_methods"] = sorted(set(table["method"]) | set(overall["method"]))
     for row in table.itertuples(index=False):
         entry = models[row.model]["dimensions"][row.dimension]
         _put_agreement(entry, row, f"models.{row.model}.dimensions.{row.dimension}", reasons, n_boot)

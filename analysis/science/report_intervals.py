@@ -11,8 +11,11 @@ carries an interval also carries ``intervals``: which kind each of its ``*ci95``
 
 Each two-way interval's method is in ``interval_methods``: ``"percentile bootstrap"``, or
 ``"jackknife"`` (delete-one over items plus over raters) where the bootstrap would handle more than
-:data:`analysis.science.rater_bootstrap.JACKKNIFE_ABOVE` ratings x replicates (EvalMi-50K's
-per-model intervals: 33,600 ratings each).
+:data:`analysis.science.agreement.JACKKNIFE_ABOVE` ratings x replicates (EvalMi-50K's
+per-model intervals: 33,600 ratings each). The agreement intervals over items only switch by the
+same rule (delete-one over items): their method is in ``interval_methods`` too (``<key>_items``
+once a two-way interval took the key) and the report lists the methods used in
+``item_interval_methods``.
 
 In a sampled study the item-only interval stays beside the new one as ``<key>_items`` so a
 reader can see how much the raters add. Gwet's AC1/AC2 and percent agreement keep their item
@@ -69,7 +72,10 @@ def _replace(block: dict, key: str, value_key: str, interval: Interval, note: No
     old_kind = block["intervals"].get(parent or key, ITEMS)
     block["intervals"][f"{parent or key}_items"] = old_kind
     block["intervals"][parent or key] = interval.kind
-    block.setdefault("interval_methods", {})[parent or key] = interval.method
+    methods = block.setdefault("interval_methods", {})
+    if (parent or key) in methods:  # the item interval's method (agreement: bootstrap or jackknife)
+        methods[f"{parent or key}_items"] = methods[parent or key]
+    methods[parent or key] = interval.method
     target[leaf] = interval.ci95
     if interval.ci95 is None:
         note(f"{where}.{key}", interval.reason or "bootstrap interval undefined")

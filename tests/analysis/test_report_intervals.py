@@ -100,3 +100,32 @@ def test_one_rater_has_no_rater_inclusive_interval_and_the_report_says_why(tmp_p
     report = build_report(_sampled(study), n_boot=50, judges=False)
     assert report["models"]["A"]["dimensions"]["SC"]["ci95"] is None
     assert any(r.startswith("models.A.dimensions.SC.ci95: 1 rater(s)") for r in report["reasons"])
+
+
+def test_at_scale_the_item_agreement_intervals_are_the_jackknife_and_the_report_says_so(tmp_path, monkeypatch):
+    """Past JACKKNIFE_ABOVE (here: any size) alpha, kappa, Gwet's AC1/AC2 and percent agreement over
+    items take the delete-one jackknife too: no resamples, so no undefined share; each interval's
+    method is recorded, the item one under ``*_items`` once a two-way interval took its key."""
+    from analysis.science import agreement
+
+    study, _ = _judged_study(tmp_path, n_items=12)
+    small = build_report(study, n_boot=200)
+    assert small["item_interval_methods"] == ["percentile bootstrap"]
+    assert small["models"]["A"]["dimensions"]["O"]["interval_methods"]["alpha_ci95"] == "percentile bootstrap"
+    monkeypatch.setattr(agreement, "JACKKNIFE_ABOVE", 0)
+    fixed = build_report(study, n_boot=200)
+    assert fixed["item_interval_methods"] == ["jackknife"]
+    block = fixed["models"]["A"]["dimensions"]["O"]
+    assert block["alpha"]["interval"] == small["models"]["A"]["dimensions"]["O"]["alpha"]["interval"]
+    for key in ("alpha_ci95", "fleiss_kappa_ci95", "gwet_ac1_ci95", "gwet_ac2_ci95", "percent_agreement_ci95"):
+        assert block["interval_methods"][key] == "jackknife"
+    low, high = block["alpha_ci95"]["interval"]
+    assert low < block["alpha"]["interval"] < high <= 1.0
+    assert "alpha.interval" not in block.get("bootstrap_undefined_share", {})
+    sampled = build_report(_sampled(study), n_boot=200)
+    block = sampled["models"]["A"]["dimensions"]["O"]
+    assert block["interval_methods"]["alpha_ci95"] == "jackknife"  # the two-way one, at this size too
+    assert block["interval_methods"]["alpha_ci95_items"] == "jackknife"
+    assert block["alpha_ci95_items"] == fixed["models"]["A"]["dimensions"]["O"]["alpha_ci95"]
+    assert block["interval_methods"]["gwet_ac1_ci95"] == "jackknife"
+    json.dumps(sampled, allow_nan=False)

@@ -4,7 +4,7 @@ Screenshots under artifacts/screenshots/intervals-*.png (copies in docs/screensh
 
 import pytest
 
-from analysis.science import rater_bootstrap
+from analysis.science import agreement
 from tasks.models import Study
 from tests.analysis.test_report import _judged_study
 from tests.factories import make_user
@@ -60,11 +60,30 @@ def test_a_researcher_sees_which_intervals_include_the_raters_and_switches_them(
 def test_a_large_crowd_study_says_its_intervals_are_the_jackknife(browser_page, screenshot, tmp_path, monkeypatch):
     """Past JACKKNIFE_ABOVE (here: any size) the model means and agreement come from the
     delete-one jackknife over items plus over raters, and the page says so."""
-    monkeypatch.setattr(rater_bootstrap, "JACKKNIFE_ABOVE", 0)
+    monkeypatch.setattr(agreement, "JACKKNIFE_ABOVE", 0)
     page = browser_page
     study = _crowd_study_open(page, tmp_path)
     page.goto(f"/research/{study.slug}/leaderboard/?dim=O")
     text = page.locator("[data-testid=interval-kind]").inner_text()
     assert "items and raters" in text and "delete-one jackknife" in text
+    assert "item-only agreement intervals the jackknife over items" in text
     assert page.locator("td:has-text('[')").count() >= 2  # the models' intervals are there
     screenshot(page, "intervals-leaderboard-jackknife")
+
+
+def test_a_large_fixed_panel_study_says_its_agreement_intervals_are_the_jackknife(browser_page, screenshot, tmp_path,
+                                                                                 monkeypatch):
+    """Raters fixed, past JACKKNIFE_ABOVE: the agreement intervals over items are the delete-one
+    jackknife, and the note under the leaderboard says so."""
+    monkeypatch.setattr(agreement, "JACKKNIFE_ABOVE", 0)
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    owner = make_user(username="panel-owner")
+    study, _ = _judged_study(tmp_path, n_items=12)
+    study.owners.add(owner)
+    assert study.rater_sampling == "fixed"
+    _login(page, "panel-owner")
+    page.goto(f"/research/{study.slug}/leaderboard/?dim=O")
+    text = page.locator("[data-testid=interval-kind]").inner_text()
+    assert "items only" in text and "agreement intervals use the delete-one jackknife over items" in text
+    screenshot(page, "intervals-leaderboard-fixed-jackknife")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.science import rater_bootstrap as rb
+from analysis.science import agreement, rater_bootstrap as rb
 from analysis.science.agreement import _alpha_from_full_matrix, _alpha_from_sums, agreement_estimates
 
 
@@ -103,7 +103,7 @@ def test_auto_takes_the_jackknife_only_past_the_threshold(monkeypatch):
     frame = _crowd(seed=4, items=60)
     _, small = rb.agreement_intervals(frame, value="score", n_boot=200)
     assert {i.method for i in small.values()} == {rb.BOOTSTRAP}
-    monkeypatch.setattr(rb, "JACKKNIFE_ABOVE", 2_000)
+    monkeypatch.setattr(agreement, "JACKKNIFE_ABOVE", 2_000)
     _, large = rb.agreement_intervals(frame, value="score", n_boot=200)
     assert {i.method for i in large.values()} == {rb.JACKKNIFE}
     assert {i.method for i in rb.mean_intervals(frame, value="score", n_boot=200).values()} == {rb.JACKKNIFE}
