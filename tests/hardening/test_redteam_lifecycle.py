@@ -55,3 +55,33 @@ def test_a_source_study_without_rater_noise_is_refused_with_a_message_not_a_serv
     # other targets still plan from it
     response = client.get(url, {"source": f"study:{source.slug}", "dimension": "SC", "alpha_width": "0.2"})
     assert response.status_code == 200
+
+
+def test_a_release_whose_worker_died_does_not_block_every_later_release_of_the_study(
+        client, django_capture_on_commit_callbacks):
+    """A release build killed mid-way (out of memory, a redeploy) stayed 'running' for ever: the
+    redelivered job claims only queued releases, and every new request was refused with "a release
+    of this study is being built", so the study could never be released again."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from analysis.jobs import build_release_job
+    from analysis.models import DatasetRelease
+    from analysis.release_services import STALE_AFTER
+
+    owner = make_user("releaser")
+    study = make_study()
+    study.owners.add(owner)
+    client.force_login(owner)
+    dead = DatasetRelease.objects.create(study=study, requested_by=owner, state=DatasetRelease.State.RUNNING)
+    url = f"/api/studies/{study.slug}/releases/"
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post(url, {}, content_type="application/json").status_code == 409  # may still be building
+        assert build_release_job(dead.pk) is None  # the redelivered job leaves it as it is
+        DatasetRelease.objects.filter(pk=dead.pk).update(created_at=timezone.now() - STALE_AFTER - timedelta(minutes=1))
+        response = client.post(url, {}, content_type="application/json")
+    assert response.status_code == 202, response.content
+    dead.refresh_from_db()
+    assert dead.state == DatasetRelease.State.FAILED and "request a new release" in dead.error
+    assert DatasetRelease.objects.get(pk=response.json()["id"]).state == DatasetRelease.State.QUEUED
