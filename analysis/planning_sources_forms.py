@@ -59,6 +59,11 @@ class PlanningSourceForm(forms.Form):
                     return data
                 data["components"] = sources.components_of_study(study, data["dimension"])
                 data["units"] = "points of the source study's scale"
+                if data.get("halfwidth") and not sources.rater_noise(data["components"]) > 0:
+                    # zero or undefined: raters_per_item would refuse it (a server error)
+                    self.add_error("halfwidth", f"“{study.title}” shows no rater noise on {data['dimension']} (its "
+                                                "raters never disagreed, or no item has two ratings): it cannot size "
+                                                "raters per item. Leave the half-width empty or plan from another source.")
             else:
                 source = self.published[key]
                 sheet = sources.mos_sheet(source)

@@ -124,6 +124,11 @@ def components_of_study(source: Study, dim: str) -> VarianceComponents:
     return components
 
 
+def rater_noise(components: VarianceComponents) -> float:
+    """A new rater's spread around an item (noise and bias), as the plan uses it; NaN when unknown."""
+    return math.hypot(components.noise_sd, components.bias_sd)
+
+
 @dataclass(frozen=True)
 class SourcePlan:
     components: VarianceComponents

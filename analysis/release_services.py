@@ -11,6 +11,7 @@ import json
 import secrets
 import shutil
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,13 @@ from tasks.models import ProtocolVersion, Rating, Study
 release_queued = Signal()
 
 
+# A release still queued or running this long after it was asked for lost its worker (killed,
+# out of memory, a redeploy): the build job's hard time limit (analysis.jobs) is 3 h 5 min, and a
+# redelivered job claims queued releases only. Such a release is failed when a new one is asked
+# for, so it does not refuse every later release of the study.
+STALE_AFTER = timedelta(hours=8)
+
+
 class ReleaseRefused(ValueError):
     """A release that cannot be requested; the message is for the researcher."""
 
@@ -46,8 +54,12 @@ def release_request(*, study: Study, user, license: str = "cc-by-4.0", payment_l
         raise ReleaseRefused("pay per item must be between 0 and 10,000")
     if currency and (len(currency) > 8 or not currency.isalpha()):
         raise ReleaseRefused("currency must be letters only, e.g. GBP")
-    if DatasetRelease.objects.filter(study=study, state__in=[DatasetRelease.State.QUEUED,
-                                                            DatasetRelease.State.RUNNING]).exists():
+    building = DatasetRelease.objects.filter(study=study, state__in=[DatasetRelease.State.QUEUED,
+                                                                    DatasetRelease.State.RUNNING])
+    building.filter(created_at__lt=timezone.now() - STALE_AFTER).update(
+        state=DatasetRelease.State.FAILED, finished_at=timezone.now(),
+        error="The build stopped without finishing (its worker was lost); request a new release.")
+    if building.exists():
         raise ReleaseRefused("a release of this study is being built: wait for it to finish")
     release = DatasetRelease.objects.create(study=study, requested_by=user, license=license,
                                             payment_list=payment_list, pay_per_item=pay_per_item,
