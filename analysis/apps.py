@@ -6,6 +6,12 @@ class AnalysisConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.conf import settings
+        from threadpoolctl import threadpool_limits
+
+        # process-wide, before any request or job runs BLAS (settings.BLAS_THREADS says why)
+        threadpool_limits(limits=settings.BLAS_THREADS, user_api="blas")
+
         # A rater's session ended (raters sends it; raters never imports analysis): the owners'
         # notices may be due. The jobs sit above the services that decide when they are due: each
         # service sends a "queued" signal and the job module's receiver queues the Celery job.

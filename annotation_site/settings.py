@@ -178,6 +178,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 3300, minimu
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# Threads of the BLAS library (OpenBLAS, under numpy and scipy) per process. The report already
+# runs its parts in threads of its own and the site scales by processes (web and Celery workers):
+# BLAS threads on top oversubscribe the cores and spin (EvalMi-scale report on 2 cores: 5.0-5.3
+# CPU-s with OpenBLAS's default, 4.2-4.3 with 1). Applied when the analysis app loads.
+BLAS_THREADS = envint("BLAS_THREADS", 1, minimum=1)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",

@@ -172,3 +172,19 @@ def test_alpha_from_the_upper_triangle_equals_the_full_coincidence_matrix(n_valu
     fast, full = _alpha_from_sums(sums, values, level), _alpha_from_full_matrix(sums, values, level)
     assert np.array_equal(np.isfinite(fast), np.isfinite(full)) and not np.isfinite(fast[:10]).any()
     assert np.allclose(fast, full, rtol=1e-13, atol=1e-13, equal_nan=True)
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_clusters_per_group_are_pandas_grouped_distinct_counts(categorical):
+    # min(distinct items, distinct raters) per model and the largest model, from codes, equal
+    # pandas' grouped nunique / size (rows without a model left out, as grouping leaves them)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"rater": rng.choice([f"r{i}" for i in range(30)], 5000), "item": rng.integers(0, 400, 5000),
+                          "model": rng.choice(["b", "a", "c", None], 5000)})
+    if categorical:
+        frame = frame.astype({"rater": "category", "model": "category"})
+    got, largest = rb._clusters_and_largest(frame, "model")
+    grouped = frame.groupby("model", observed=True)
+    want = np.minimum(grouped["item"].nunique(), grouped["rater"].nunique())
+    assert list(got.index) == list(want.index) and np.array_equal(got.to_numpy(), want.to_numpy())
+    assert largest == grouped.size().max()
