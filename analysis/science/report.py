@@ -481,7 +481,8 @@ def _evalmi_section(study: ReportSource, ratings: pd.DataFrame, scores: pd.DataF
         leaderboard = (background.submit(_leaderboard, study.item_table(), human_items, n_boot=n_boot, seed=seed)
                        if frames is not None and not human_items.empty else None)
         human_qa = _evalmi_figures(study, ratings, dims, items, agreement, report, reasons, include_excluded,
-                                   n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed)
+                                   n_boot=n_boot, codes=codes, zscored=zscored, frames=frames, seed=seed,
+                                   background=background)
         _put_screening(screening.result(), report)
         _put_subject_model(subject, report, frames)
         if leaderboard is not None:
@@ -491,8 +492,8 @@ def _evalmi_section(study: ReportSource, ratings: pd.DataFrame, scores: pd.DataF
 
 def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str], items: pd.DataFrame,
                     agreement: Future, report: dict, reasons: Reasons, include_excluded: bool, *, n_boot: int,
-                    codes: RatingCodes, zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0
-                    ) -> pd.DataFrame | None:
+                    codes: RatingCodes, zscored: dict[str, pd.DataFrame], frames: dict | None = None, seed: int = 0,
+                    background: ThreadPoolExecutor | None = None) -> pd.DataFrame | None:
     """z-MOS per model, agreement, ceiling and QA of an EvalMi study with ratings; returns the human
     yes/no per item. ``items``: z-MOS per item, wide, and ``zscored`` the z-scored ratings
     (:func:`_zmos_items`); ``codes``: the ratings' codes."""
@@ -530,14 +531,18 @@ def _evalmi_figures(study: ReportSource, ratings: pd.DataFrame, dims: list[str],
     sampled = is_sampled(report["rater_sampling"])
     with _background() as beside:
         # the rater-inclusive intervals (pure: computed, then put in the same order as ever) run in
-        # a thread of their own while this one computes the ceiling
-        intervals = (beside.submit(rating_intervals, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
-                                   estimator="item_means", n_boot=n_boot, seed=seed) if sampled else None)
+        # a thread of their own while this one computes the ceiling; the later dimensions' join the
+        # caller's ``background`` queue (after its own work), so both threads finish near together
+        intervals = [(beside if k == 0 or background is None else background).submit(
+                         rating_intervals, mos_frame=ceiling_frame, agreement_frame=ratings, dims=[dim],
+                         estimator="item_means", n_boot=n_boot, seed=seed)
+                     for k, dim in enumerate(dims)] if sampled else None
         _agreement_and_ceiling(agreement, dims, report, reasons, ceiling_frame, n_boot=n_boot,
                                ceiling_codes=codes.of_subframe(ceiling_frame, ratings.index), frames=frames)
         put_rating_intervals(report, reasons.add, mos_frame=ceiling_frame, agreement_frame=ratings, dims=dims,
                              sampled=sampled, estimator="item_means", n_boot=n_boot, seed=seed,
-                             computed=intervals.result() if intervals is not None else None)
+                             computed={dim: block for part in intervals for dim, block in part.result().items()}
+                             if intervals is not None else None)
     return _evalmi_qa(study, report, reasons, include_excluded)
 
 
