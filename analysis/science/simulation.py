@@ -382,8 +382,15 @@ def best_split_tau(true_means, prompts: int, budget: int, noise: float, *, cap: 
     budget share can go on a given truth, not a strict bound: an adaptive design does not know
     the truth but reacts to its data as they come (it may stop early on a pair whose estimates
     came out far apart), which a split fixed in advance cannot."""
+    return _greedy_split(true_means, prompts, budget, noise, cap=cap)[-1]
+
+
+def _greedy_split(true_means, prompts: int, budget: int, noise: float, *, cap: int) -> list[tuple[float, np.ndarray]]:
+    """:func:`best_split_tau`'s greedy split, every step of it: (expected τ, ratings per model)
+    from one rating per unit up to ``budget`` ratings (or every model at ``cap``)."""
     means = np.asarray(true_means, float)
     ratings = np.full(len(means), float(prompts))
+    steps = [(expected_tau(means, ratings, noise), ratings.copy())]
     left = budget - ratings.sum()
     while left >= prompts:
         best, pick = -np.inf, -1
@@ -397,7 +404,54 @@ def best_split_tau(true_means, prompts: int, budget: int, noise: float, *, cap: 
             break
         ratings[pick] += prompts
         left -= prompts
-    return expected_tau(means, ratings, noise), ratings
+        steps.append((best, ratings.copy()))
+    return steps
+
+
+def share_to_match_fixed(true_means, prompts: int, noise: float, *, per_unit: int, cap: int | None = None
+                         ) -> float | None:
+    """The smallest share of fixed ``per_unit``/unit's ratings at which the best split knowing the
+    true means (:func:`best_split_tau`, at most ``cap`` ratings per unit, default ``per_unit``)
+    expects fixed ``per_unit``'s τ; None if it never does below the cap. What no allocation fixed
+    in advance can beat on this truth, and what an adaptive one, which must learn the means
+    first, should not be expected to beat by much."""
+    means = np.asarray(true_means, float)
+    full = per_unit * prompts * len(means)
+    goal = expected_tau(means, np.full(len(means), float(per_unit * prompts)), noise)
+    for tau, ratings in _greedy_split(means, prompts, 10 * full, noise, cap=cap or per_unit):
+        if tau >= goal - 1e-12:
+            return float(ratings.sum() / full)
+    return None
+
+
+def yardstick_sweep(mos: Path | str, *, prompts=(30, 100, 300), models=(12, 24), noise: float = 0.76,
+                    per_unit=(8, 16), dim: str = "perception", cap_factor: int = 4) -> pd.DataFrame:
+    """:func:`share_to_match_fixed` on EvalMi-50K truth for several study sizes (a seeded sample of
+    ``prompts``; the seeded subset of ``models``, as the replay takes them): per size and fixed
+    design, fixed τ, the best split's τ at 40 % of its ratings and the share it needs to match,
+    the best split allowed ``cap_factor`` times the fixed design's ratings per unit."""
+    rows = []
+    for n_prompts in prompts:
+        base = load_evalmi_truth(mos, dim, prompts=n_prompts)
+        for n_models in models:
+            truth = base
+            if n_models < base.n_models:
+                keep = np.sort(np.random.default_rng(0).choice(base.n_models, n_models, replace=False))
+                truth = truth_from_arrays(base.quality[keep], [base.models[k] for k in keep])
+            means = truth.model_means
+            gaps = np.diff(np.sort(means))
+            for k in per_unit:
+                full = k * truth.n_units
+                rows.append({
+                    "prompts": truth.n_prompts, "models": truth.n_models, "fixed": f"{k}/unit",
+                    "adjacent_gaps_below_0.05": int((gaps < 0.05).sum()),
+                    "tau_fixed": expected_tau(means, np.full(truth.n_models, float(k * truth.n_prompts)), noise),
+                    "tau_best_split_40": best_split_tau(means, truth.n_prompts, int(round(0.4 * full)), noise,
+                                                        cap=cap_factor * k)[0],
+                    "share_to_match": share_to_match_fixed(means, truth.n_prompts, noise, per_unit=k,
+                                                           cap=cap_factor * k),
+                })
+    return pd.DataFrame(rows)
 
 
 def fitted_noise(run: StudyRun, truth: Truth, n_raters: int) -> float:
@@ -527,7 +581,26 @@ def main(argv=None) -> None:
                         help="the adaptive allocation's focus (analysis.science.allocation)")
     parser.add_argument("--equal-check", action="store_true",
                         help="also run the peeking proof through the loop with all models made equal")
+    parser.add_argument("--yardstick-sweep", action="store_true",
+                        help="only the yardstick over study sizes (--sweep-prompts x --sweep-models, fixed --fixed "
+                             "designs, per-rating noise --sweep-noise): what share of each fixed design's ratings the "
+                             "best split knowing the true means needs to expect its tau")
+    parser.add_argument("--sweep-prompts", type=int, nargs="+", default=[30, 100, 300])
+    parser.add_argument("--sweep-models", type=int, nargs="+", default=[12, 24])
+    parser.add_argument("--sweep-noise", type=float, default=0.76,
+                        help="per-rating noise sd (0.76: the subject model's in bench.replay's default run)")
+    parser.add_argument("--sweep-cap-factor", type=int, default=4,
+                        help="the best split may give a unit this many times the fixed design's ratings")
     args = parser.parse_args(argv)
+    if args.yardstick_sweep:
+        table = yardstick_sweep(args.mos, prompts=args.sweep_prompts, models=args.sweep_models, noise=args.sweep_noise,
+                                per_unit=args.fixed, dim=args.dim, cap_factor=args.sweep_cap_factor)
+        with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
+            print(f"EvalMi-50K {args.dim} truth, per-rating noise {args.sweep_noise}; share_to_match: the smallest "
+                  "share of the fixed design's ratings at which the best split knowing the true means (up to "
+                  f"{args.sweep_cap_factor}x the fixed ratings per unit) expects its tau (None: never)")
+            print(table.to_string(index=False))
+        return
     truth = load_evalmi_truth(args.mos, args.dim, prompts=args.prompts)
     if args.models is not None and args.models < truth.n_models:
         keep = np.sort(np.random.default_rng(0).choice(truth.n_models, args.models, replace=False))

@@ -125,3 +125,18 @@ def test_the_best_split_knowing_the_truth_spends_on_close_models_and_is_capped()
     # more budget never lowers the yardstick; fixed 8/unit is the cap everywhere
     assert simulation.best_split_tau(means, 25, 800, 0.8, cap=8)[0] == pytest.approx(
         simulation.expected_tau(means, np.full(4, 200), 0.8))
+
+
+def test_the_share_the_best_split_needs_to_match_a_fixed_design():
+    # one close pair and two models far from everything: the split spends on the pair, so it
+    # matches fixed 8/unit with part of its ratings; with evenly spaced models and no room above 8
+    # per unit only the fixed design itself matches it
+    means = np.array([3.0, 2.95, 2.0, 1.0])
+    share = simulation.share_to_match_fixed(means, 25, 0.8, per_unit=8, cap=32)
+    assert share is not None and share < 0.75
+    goal = simulation.expected_tau(means, np.full(4, 200.0), 0.8)
+    budget = int(round(share * 8 * 25 * 4))
+    assert simulation.best_split_tau(means, 25, budget, 0.8, cap=32)[0] >= goal - 1e-12
+    assert simulation.best_split_tau(means, 25, budget - 25, 0.8, cap=32)[0] < goal
+    even = np.array([3.3, 3.2, 3.1, 3.0])
+    assert simulation.share_to_match_fixed(even, 25, 0.8, per_unit=8) == pytest.approx(1.0)
