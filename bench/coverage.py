@@ -122,16 +122,20 @@ def _spearman_pearson(ratings: pd.DataFrame, judge: pd.Series) -> tuple[float, f
     return float(x.corr(human, method="spearman")), float(x.corr(human))
 
 
-def rating_truth(scenario: RatingScenario, *, seed: int = 12_345, items_per_model: int = 40_000) -> dict:
+def rating_truth(scenario: RatingScenario, *, seed: int = 12_345, items_per_model: int = 40_000,
+                 agreement_items: int = 10_000) -> dict:
     """The estimands over images and raters, from one very large study (every rating by a new
-    crowd rater; for ``fixed``, by the same three experts)."""
+    crowd rater; for ``fixed``, by the same three experts); alpha and kappa from the first
+    ``agreement_items`` images of every model."""
     rng = np.random.default_rng(seed)
     ratings, judge = simulate_ratings(scenario, rng, items_per_model=items_per_model, fresh_raters=True)
     item_means = ratings.groupby(["model", "item"])["score"].mean()
     truth = {f"mos_{m}": float(v) for m, v in item_means.groupby(level="model").mean().items()}
     # agreement over the design of the study (3 raters per image) with crowd raters; computed on a
-    # subsample large enough that its own sampling error (< 0.002) is negligible
-    sub = ratings[ratings["item"] < 30_000]
+    # subsample large enough that its own sampling error (< 0.002) is negligible, the same number
+    # of images of every model as a study has (items are numbered model by model: the first 30,000
+    # were all of one model, whose alpha is not the study's)
+    sub = ratings[ratings["item"] % items_per_model < agreement_items]
     unit, _ = pd.factorize(sub["item"], sort=True)
     categories, category = np.unique(sub["score"].to_numpy(), return_inverse=True)
     n_units = int(unit.max()) + 1
@@ -143,9 +147,10 @@ def rating_truth(scenario: RatingScenario, *, seed: int = 12_345, items_per_mode
 
 
 def rating_replication(scenario: RatingScenario, truth: dict, rng: np.random.Generator, *, n_boot: int,
-                       seed: int, method: str = "percentile bootstrap") -> dict[str, dict[str, list[bool]]]:
+                       seed: int, method: str = "percentile bootstrap", items_per_model: int = ITEMS_PER_MODEL
+                       ) -> dict[str, dict[str, list[bool]]]:
     """One simulated study: for each kind of interval, whether each interval covered its truth."""
-    ratings, judge = simulate_ratings(scenario, rng)
+    ratings, judge = simulate_ratings(scenario, rng, items_per_model=items_per_model)
     hits: dict[str, dict[str, list[bool]]] = {}
     for kind, raters in (("items", False), ("items+raters", True)):
         out = hits.setdefault(kind, {})
@@ -217,14 +222,17 @@ def _covers(interval, truth: float) -> bool:
     return interval.low is not None and interval.low <= truth <= interval.high
 
 
-def coverage(scenario: str, *, reps: int, n_boot: int, seed: int = 0, method: str = "percentile bootstrap"
-             ) -> dict[str, dict[str, float]]:
-    """``{kind: {statistic: coverage}}`` over ``reps`` simulated studies of ``scenario``."""
+def coverage(scenario: str, *, reps: int, n_boot: int, seed: int = 0, method: str = "percentile bootstrap",
+             items_per_model: int = ITEMS_PER_MODEL, truth_items: int = 40_000) -> dict[str, dict[str, float]]:
+    """``{kind: {statistic: coverage}}`` over ``reps`` simulated studies of ``scenario``
+    (``items_per_model`` images of each of the 3 models; the truth from ``truth_items`` per model)."""
     rng = np.random.default_rng(seed)
     if scenario in RATING_SCENARIOS:
         spec = RATING_SCENARIOS[scenario]
-        truth = rating_truth(spec)
-        run = lambda r: rating_replication(spec, truth, rng, n_boot=n_boot, seed=seed + r, method=method)  # noqa: E731
+        truth = rating_truth(spec, items_per_model=truth_items, agreement_items=min(10_000, truth_items)
+                             if truth_items <= 40_000 else truth_items)
+        run = lambda r: rating_replication(spec, truth, rng, n_boot=n_boot, seed=seed + r, method=method,  # noqa: E731
+                                           items_per_model=items_per_model)
     elif scenario in PAIRWISE_SCENARIOS:
         sd = PAIRWISE_SCENARIOS[scenario]
         truth = pairwise_truth(sd)
@@ -257,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--method", default=BOOTSTRAP, choices=(BOOTSTRAP, JACKKNIFE),
                         help="interval method of the model MOS and agreement rows (the report's 'auto' takes the "
                              "jackknife at scale); correlations and pairwise are always bootstrapped")
+    parser.add_argument("--items-per-model", type=int, default=ITEMS_PER_MODEL,
+                        help="images per model in a simulated study (rating scenarios; 3 models)")
+    parser.add_argument("--truth-items", type=int, default=40_000,
+                        help="images per model of the huge study that gives the truth (α and κ: up to 10,000 of "
+                             "them, all past 40,000); its own error must stay well below the studies'")
     args = parser.parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in scenarios if s not in SCENARIOS]
@@ -266,10 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for scenario in scenarios:
         results[scenario] = coverage(scenario, reps=args.reps, n_boot=args.n_boot, seed=args.seed,
-                                     method=args.method)
+                                     method=args.method, items_per_model=args.items_per_model,
+                                     truth_items=args.truth_items)
         print(f"{scenario}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
-    print(f"95 % interval coverage, {args.reps} simulated studies per scenario, {args.n_boot} bootstrap replicates, "
-          f"model MOS and agreement by {args.method}")
+    print(f"95 % interval coverage, {args.reps} simulated studies per scenario ({args.items_per_model} images per "
+          f"model), {args.n_boot} bootstrap replicates, model MOS and agreement by {args.method}")
     print(table(results))
     return 0
 

@@ -44,6 +44,23 @@ def test_the_truth_of_a_rating_scenario_is_what_a_huge_study_of_it_gives():
     assert 0.0 < truth["alpha_interval"] < 1.0 and 0.0 < truth["spearman"] < 1.0
 
 
+def test_the_agreement_truth_is_the_study_s_over_every_model():
+    # the estimand of a study's alpha and kappa is over all of its models' images: computing it on
+    # the first images alone (numbered model by model) took one model's, 0.04 lower here
+    from analysis.science.agreement import agreement_table
+
+    spec = RATING_SCENARIOS["pool"]
+    truth = rating_truth(spec, items_per_model=12_000)  # alpha and kappa from each model's first 10,000
+    ratings, _ = simulate_ratings(spec, np.random.default_rng(12_345), items_per_model=12_000, fresh_raters=True)
+    ratings = ratings[ratings["item"] % 12_000 < 10_000]
+    whole = agreement_table(ratings, scores=["score"], by=(), levels=["interval"], n_boot=0).set_index("measure")
+    assert truth["alpha_interval"] == pytest.approx(whole.loc["alpha_interval", "value"], abs=1e-9)
+    assert truth["fleiss_kappa"] == pytest.approx(whole.loc["fleiss_kappa", "value"], abs=1e-9)
+    one = agreement_table(ratings[ratings["model"] == 0], scores=["score"], by=(), levels=["interval"],
+                          n_boot=0).set_index("measure")
+    assert whole.loc["alpha_interval", "value"] - one.loc["alpha_interval", "value"] > 0.02
+
+
 def test_a_fixed_panel_is_the_same_three_raters_in_every_study():
     first, _ = simulate_ratings(RATING_SCENARIOS["fixed"], np.random.default_rng(0), items_per_model=5)
     second, _ = simulate_ratings(RATING_SCENARIOS["fixed"], np.random.default_rng(1), items_per_model=5)

@@ -115,3 +115,21 @@ def test_the_datasheet_says_when_the_item_intervals_are_the_jackknife():
     crowd = _agreement_interval_how({"rater_sampling": "sampled", "two_way_interval_methods": ["jackknife"],
                                      "item_interval_methods": ["jackknife"]})
     assert "over items plus over raters" in crowd and "at this size: the delete-one jackknife over items" in crowd
+
+
+def test_the_item_jackknife_equals_the_rater_bootstrap_modules_item_part():
+    # two implementations of the delete-one-item jackknife (agreement's, by count patterns, for the
+    # item-only tables; rater_bootstrap's, by unit terms, whose coverage bench.coverage measures)
+    from analysis.science import rater_bootstrap as rb
+
+    rng = np.random.default_rng(1)
+    quality = rng.integers(1, 6, 300)
+    rows = [(f"r{r}", f"i{i}", "m", float(np.clip(quality[i] + rng.integers(-1, 2), 1, 5)))
+            for i in range(300) for r in rng.choice(12, 4, replace=False)]
+    frame = pd.DataFrame(rows, columns=["rater", "item", "model", "score"])
+    _, theirs = rb.agreement_intervals(frame, value="score", raters=False, n_boot=1000, method=JACKKNIFE)
+    ours = agreement_table(frame, scores=["score"], levels=["nominal", "ordinal", "interval"],
+                           method=JACKKNIFE).set_index("measure")
+    for measure in ("alpha_nominal", "alpha_ordinal", "alpha_interval", "fleiss_kappa"):
+        assert ours.loc[measure, "ci_low"] == pytest.approx(theirs[measure].low, abs=1e-12)
+        assert ours.loc[measure, "ci_high"] == pytest.approx(theirs[measure].high, abs=1e-12)
