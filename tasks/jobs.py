@@ -14,6 +14,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from tasks import build_services
+from tasks.assignment import adaptive
 
 # Checking and storing 7,000 images takes about a minute; the limit is for a stuck worker.
 SOFT_LIMIT_SECONDS = 30 * 60
@@ -30,6 +31,21 @@ def study_build_job(self, build_id: int) -> dict | None:
     if build is None:
         return None
     return {"build": build.pk, "state": build.state, "study": build.study_id}
+
+
+@shared_task(acks_late=True, soft_time_limit=300, time_limit=360)
+def adaptive_recompute_job(study_id: int, round_id: int, trigger: str) -> int | None:
+    """A new allocation round of an adaptive study whose list went stale (at EvalMi scale a few
+    seconds of estimation, off the rater's request); idempotent (tasks.assignment.adaptive)."""
+    try:
+        return adaptive.recompute_if_stale(study_id, round_id, trigger)
+    except SoftTimeLimitExceeded:
+        return None
+
+
+def adaptive_recompute_queue(*, study_id: int, round_id: int, trigger: str, **kwargs) -> None:
+    """Receiver of ``tasks.assignment.adaptive.recompute_queued``."""
+    adaptive_recompute_job.delay(study_id, round_id, trigger)
 
 
 def study_build_queue(*, build_id: int, **kwargs) -> None:

@@ -23,10 +23,14 @@ study's ratings newer than the round's last one, up to :func:`refresh_step` (an 
 the study's ratings). The list is recomputed when that many new ratings arrived, when
 :data:`REFRESH_SECONDS` passed with at least one, or when a claim walked the whole list without
 filling its session (every listed unit at its limit). Recomputation runs once at a time per study
-(a PostgreSQL advisory lock; SQLite serialises writers anyway): a claim that finds the list stale
-and the lock taken uses the current list; one that found it exhausted waits for the running
-recomputation and reads its result. So claims stay O(batch): reading a page of the list and the
-conditional claims, never the study's pool, and recomputation is O(ratings) once per round.
+(a PostgreSQL advisory lock; SQLite serialises writers anyway). A stale list (new ratings, time)
+is recomputed by a Celery job (:data:`recompute_queued`, queued once per round; ``tasks.jobs``),
+and the claim goes on with the current list: a rater's request never pays the O(ratings)
+estimate at EvalMi scale (in eager mode, with no broker, the job runs inside the claim as before,
+and the claim uses its result). A claim with no list yet, or one that found the list exhausted,
+recomputes itself (or waits for the running recomputation and reads its result). So claims stay
+O(batch): reading a page of the list and the conditional claims, never the study's pool, and
+recomputation is O(ratings) once per round.
 
 Claims. The rater's free units (the same queryset the balanced claim uses: not gold, not an
 attention check, under the quota, not seen by this rater) are read by pages of the list in its
@@ -42,7 +46,9 @@ import math
 from datetime import timedelta
 
 import numpy as np
+from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
+from django.dispatch import Signal
 from django.db.models import Exists, F, OuterRef
 from django.db.models.fields.json import KT
 from django.utils import timezone
@@ -62,6 +68,10 @@ LOCK_CLASS = 1717  # advisory lock namespace: (LOCK_CLASS, study id)
 # (round id, created) -> [(unit id, claim limit)], per process (ids alone may come back after a rollback)
 _PARSED: dict[tuple, list[tuple[int, int]]] = {}
 _PARSED_MAX = 64
+
+# A claim found the round stale: recompute it in the background (study_id, round_id, trigger);
+# tasks.apps connects it to tasks.jobs, which sits above this module.
+recompute_queued = Signal()
 
 
 def refresh_step(study: Study, ratings_seen: int = 0) -> int:
@@ -257,11 +267,28 @@ def current_list(study: Study, *, exhausted_round: int | None = None) -> tuple[i
     new = Rating.objects.filter(study=study, pk__gt=last_rating).order_by()[:step].count()
     old = timezone.now() - created > timedelta(seconds=REFRESH_SECONDS)
     if new >= step or (new and old):
-        with _Lock(study, wait=False) as mine:
-            if mine and _latest(study)[0] == round_id:
-                made = recompute(study, trigger="ratings" if new >= step else "time")
-                return made.pk, _units_of(made.pk, made.created_at)
+        # once per round and cache (the job checks again that the round is still the latest)
+        if cache.add(f"adaptive-recompute:{study.pk}:{round_id}", True, timeout=REFRESH_SECONDS):
+            recompute_queued.send(sender=AllocationRound, study_id=study.pk, round_id=round_id,
+                                  trigger="ratings" if new >= step else "time")
+            newer = _latest(study)  # eager mode: the job ran already
+            if newer is not None and newer[0] != round_id:
+                return newer[0], _units_of(newer[0], newer[1])
     return round_id, _units_of(round_id, created)
+
+
+def recompute_if_stale(study_id: int, round_id: int, trigger: str) -> int | None:
+    """The job behind :data:`recompute_queued`: a new round if ``round_id`` is still the study's
+    latest and no other recomputation runs (the id of the new round, else None). Idempotent: a
+    second delivery finds a newer round and does nothing."""
+    study = Study.objects.filter(pk=study_id).first()
+    if study is None:
+        return None
+    with _Lock(study, wait=False) as mine:
+        latest = _latest(study)
+        if mine and latest is not None and latest[0] == round_id:
+            return recompute(study, trigger=trigger).pk
+    return None
 
 
 # ------------------------------------------------------------------ claims

@@ -246,6 +246,32 @@ def test_the_list_is_recomputed_after_enough_new_ratings_or_time_and_not_per_cla
     assert AllocationRound.objects.filter(study=study).first().trigger == "time"
 
 
+def test_a_stale_list_is_recomputed_by_a_job_off_the_claiming_request_queued_once(monkeypatch):
+    """With a broker the claim does not pay the O(ratings) estimate: it queues the job once per
+    round and claims from the current list; the job makes the round, a second delivery nothing."""
+    from tasks import jobs
+
+    queued = []
+    monkeypatch.setattr(jobs.adaptive_recompute_job, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(adaptive, "LIST_MIN", 4)
+    monkeypatch.setattr(adaptive, "REFRESH_RATINGS_MIN", 3)
+    study = make_study(assignment_mode=ADAPTIVE, units_per_session=1, raters_per_item=3)
+    items = _grid(study, instances=4)
+    assignment_batch_claim(rater=make_rater(), study=study)  # no list yet: computed in the claim
+    first = AllocationRound.objects.get(study=study)
+    for rater, item in zip([make_rater() for _ in range(3)], items[5:8]):
+        _rate(rater, item, 1)
+    assert assignment_batch_claim(rater=make_rater(), study=study) == 1  # claimed from the stale list
+    assignment_batch_claim(rater=make_rater(), study=study)
+    assert list(AllocationRound.objects.filter(study=study).values_list("id", flat=True)) == [first.pk]
+    assert queued == [(study.pk, first.pk, "ratings")]  # once for the round, not per claim
+    made = jobs.adaptive_recompute_job(*queued[0])
+    latest = AllocationRound.objects.filter(study=study).first()
+    assert made == latest.pk != first.pk and latest.trigger == "ratings" and latest.ratings_seen == 3
+    assert jobs.adaptive_recompute_job(*queued[0]) is None  # delivered twice: the round is no longer the latest
+    assert jobs.adaptive_recompute_job(10**9, latest.pk, "ratings") is None  # a study that is gone
+
+
 def test_a_study_without_units_gets_an_empty_round_and_no_work():
     study = make_study(assignment_mode=ADAPTIVE)
     assert assignment_batch_claim(rater=make_rater(), study=study) == 0
