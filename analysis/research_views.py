@@ -6,6 +6,8 @@ calls the REST API makes. Non-researchers get 403; a study you do not own is a 4
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pandas as pd
 from django import forms
 from django.contrib import messages
@@ -106,10 +108,19 @@ def _live_context(request: HttpRequest, study: Study) -> dict:
     subject = subject_dashboard.summary(study)
     flagged = subject.inconsistent if subject else {}
     progress = dashboard.progress(study)
+    try:  # a view parameter: an unknown dimension shows the primary one
+        stopping = stopping_panel.panel(study, progress, dimension=request.GET.get("stopping_dim"))
+    except stopping_panel.UnknownDimension:
+        stopping = stopping_panel.panel(study, progress)
+    # the live block's refresh keeps the view's parameters
+    kept = {key: request.GET[key] for key in ("threshold",) if request.GET.get(key)}
+    if stopping.dimension != stopping.primary:
+        kept["stopping_dim"] = stopping.dimension
     return {
+        "live_url": request.path + (f"?{urlencode(kept)}" if kept else ""),
         "study": study,
         "progress": progress,
-        "stopping": stopping_panel.panel(study, progress),
+        "stopping": stopping,
         "threshold": threshold,
         "study_threshold": dashboard.study_threshold(study),
         "threshold_is_own": "agreement_threshold" in (study.settings or {}),

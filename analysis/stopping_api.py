@@ -1,16 +1,17 @@
-"""``GET /api/studies/<slug>/stopping/``: the dashboard's stopping and cost panel as JSON (the
-study's owners, collaborators and staff; everyone else 404). Same numbers as the page
-(:func:`analysis.stopping_panel.panel`)."""
+"""``GET /api/studies/<slug>/stopping/[?dimension=<dim>]``: the dashboard's stopping and cost panel
+as JSON (the study's owners, collaborators and staff; everyone else 404). Same numbers as the page
+(:func:`analysis.stopping_panel.panel`); ``dimension`` (default: the primary one) must be one of
+the study's (else 400)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis.stopping_panel import panel
+from analysis.stopping_panel import UnknownDimension, panel
 from tasks.api import RESEARCH_PERMISSIONS
 from tasks.models import Study
 
@@ -37,7 +38,9 @@ class _Pair(serializers.Serializer):
 
 class StoppingOutput(serializers.Serializer):
     method = serializers.CharField()
-    dimension = serializers.CharField(allow_null=True)
+    dimension = serializers.CharField(allow_null=True, help_text="the dimension ranked on (null: pairwise)")
+    dimensions = serializers.ListField(child=serializers.CharField(), help_text="the study's, for ?dimension=")
+    primary = serializers.CharField(allow_null=True, help_text="the default dimension")
     models = _Model(many=True)
     pairs = _Pair(many=True)
     separated = serializers.IntegerField()
@@ -67,7 +70,11 @@ class StudyStopping(APIView):
 
     permission_classes = RESEARCH_PERMISSIONS
 
-    @extend_schema(responses={200: StoppingOutput})
+    @extend_schema(responses={200: StoppingOutput}, parameters=[OpenApiParameter(
+        "dimension", str, description="rank on this dimension of the study (default: its primary one)")])
     def get(self, request: Request, slug: str) -> Response:
         study = Study.objects.visible_or_404(request.user, slug)
-        return Response(panel(study).as_dict())
+        try:
+            return Response(panel(study, dimension=request.query_params.get("dimension")).as_dict())
+        except UnknownDimension as exc:
+            return Response({"dimension": [str(exc)]}, status=400)

@@ -61,6 +61,27 @@ def primary_dimension(study: Study) -> str | None:
     return "correspondence" if "correspondence" in dims else dims[0]
 
 
+def dimensions(study: Study) -> list[str]:
+    """The dimensions the panel can rank on (none for a pairwise study)."""
+    return dashboard.analysis_dimensions(study) if study.protocol_def.has_scales else []
+
+
+class UnknownDimension(ValueError):
+    """A dimension the study does not have; the message is for the researcher."""
+
+
+def dimension_of(study: Study, asked: str | None) -> str | None:
+    """``asked`` if it is one of the study's dimensions, the primary one when nothing was asked;
+    :class:`UnknownDimension` otherwise (a pairwise study has none to ask for)."""
+    if asked in (None, ""):
+        return primary_dimension(study)
+    choices = dimensions(study)
+    if asked not in choices:
+        raise UnknownDimension(f"dimension must be one of {', '.join(choices)}" if choices
+                               else "a pairwise study has no dimensions to choose")
+    return asked
+
+
 def _number(value, default: float, low: float, high: float) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low < value < high
     return float(value) if ok else default
@@ -116,7 +137,9 @@ class Science:
 @dataclass(frozen=True)
 class StoppingPanel:
     method: str
-    dimension: str | None
+    dimension: str | None  # the one ranked on
+    dimensions: list[str]  # the study's, to choose from
+    primary: str | None  # the default: the study's decision rides on it
     models: list[ModelRow]
     pairs: list[PairRow]
     separated: int
@@ -148,8 +171,10 @@ def _finite(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarray, np.ndarray, np.ndarray] | str:
-    """(method, dimension, model names, estimate, std, ratings) or the reason there are none."""
+def _model_estimates(study: Study, dim: str | None
+                     ) -> tuple[str, str | None, list[str], np.ndarray, np.ndarray, np.ndarray] | str:
+    """(method, dimension, model names, estimate, std, ratings) on dimension ``dim`` (None: a
+    pairwise study) or the reason there are none."""
     if not study.protocol_def.has_scales:
         frame = comparisons_frame(study)
         if frame.empty:
@@ -158,7 +183,6 @@ def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarr
         std = (table["bt_ci_high"].to_numpy(float) - table["bt_ci_low"].to_numpy(float)) / (2 * Z95)
         return ("Bradley–Terry log-strength", None, [str(m) for m in table["model"]],
                 table["bt_score"].to_numpy(float), std, table["comparisons"].to_numpy(float))
-    dim = primary_dimension(study)
     ratings = dashboard.scored_ratings(study)
     if ratings.empty or dim not in ratings:
         return "no ratings yet"
@@ -175,11 +199,11 @@ def _model_estimates(study: Study) -> tuple[str, str | None, list[str], np.ndarr
     return "subject model (live, dof-corrected)", dim, [str(m) for m in names], state.estimate, state.std, state.n
 
 
-def _science(study: Study, planned: int) -> Science:
+def _science(study: Study, planned: int, dim: str | None) -> Science:
     margin, alpha = tie_margin(study), verdict_alpha(study)
-    found = _model_estimates(study)
+    found = _model_estimates(study, dim)
     if isinstance(found, str):
-        return Science("", primary_dimension(study), [], [], None, 0.0, margin, found)
+        return Science("", dim, [], [], None, 0.0, margin, found)
     method, dim, names, estimate, std, n = found
     models = [ModelRow(m, _finite(e), _finite(s), int(k)) for m, e, s, k in zip(names, estimate, std, n)]
     if len(names) < 2:
@@ -199,9 +223,9 @@ def _science(study: Study, planned: int) -> Science:
                    tuple(int(c) for c in verdicts.code))
 
 
-def _cache_key(study: Study, planned: int) -> str:
+def _cache_key(study: Study, planned: int, dim: str | None) -> str:
     state = json.dumps([dashboard.state_key(study), study.settings, study.protocol, planned, tie_margin(study),
-                        verdict_alpha(study)], sort_keys=True, default=str)
+                        verdict_alpha(study), dim], sort_keys=True, default=str)
     return f"stopping:{study.pk}:{hashlib.sha256(state.encode()).hexdigest()}"
 
 
@@ -209,11 +233,14 @@ def _money(value: Decimal | None) -> str | None:
     return None if value is None else str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
-def panel(study: Study, progress=None) -> StoppingPanel:
-    """The panel's numbers. ``progress``: the dashboard's (:func:`analysis.dashboard.progress`),
-    read again when not given."""
+def panel(study: Study, progress=None, dimension: str | None = None) -> StoppingPanel:
+    """The panel's numbers on ``dimension`` (default: :func:`primary_dimension`; one the study
+    does not have raises :class:`UnknownDimension`). ``progress``: the dashboard's
+    (:func:`analysis.dashboard.progress`), read again when not given."""
+    dim = dimension_of(study, dimension)
     progress = progress or dashboard.progress(study)
-    science = cache.get_or_set(_cache_key(study, progress.needed), lambda: _science(study, progress.needed), 3600)
+    science = cache.get_or_set(_cache_key(study, progress.needed, dim),
+                               lambda: _science(study, progress.needed, dim), 3600)
     cost = study_cost(study)
     pay_per_unit = cost.pay_per_unit  # one screen at the study's pay and measured pace
     pay_per_rating = pay_per_unit / Decimal(str(1 - cost.gold_share)) if pay_per_unit is not None else None
@@ -239,7 +266,8 @@ def panel(study: Study, progress=None) -> StoppingPanel:
         stop, reason = advice.stop, advice.reason
     seconds = cost.seconds_per_unit
     return StoppingPanel(
-        method=science.method, dimension=science.dimension, models=science.models, pairs=pairs,
+        method=science.method, dimension=science.dimension, dimensions=dimensions(study),
+        primary=primary_dimension(study), models=science.models, pairs=pairs,
         separated=counts[stopping.SEPARATED], tied=counts[stopping.TIED], open=counts[stopping.OPEN],
         extra_ratings=science.extra_ratings, cost=total_cost, currency=cost.currency,
         pay_per_rating=_money(pay_per_rating), seconds_per_rating=seconds, ratings_per_hour=rate, hours=total_hours,

@@ -34,6 +34,15 @@ def test_a_researcher_reads_the_stopping_panel_and_plans_from_a_finished_study(b
     assert "GBP" in text and page.locator("[data-testid=stop-advice]").count() == 1
     DOCS.mkdir(parents=True, exist_ok=True)
     panel.screenshot(path=str(DOCS / "stopping_panel.png"))
+    # the other dimension: a tab of the panel; the 10 s refresh keeps it
+    assert panel.locator("[data-testid=stopping-dims] a.active").inner_text() == "correspondence (primary)"
+    panel.locator("[data-testid=stopping-dims] a:text('perception')").click()
+    page.wait_for_url("**stopping_dim=perception**")
+    panel = page.locator("[data-testid=stopping-panel]")
+    assert panel.locator("[data-testid=stopping-dims] a.active").inner_text() == "perception"
+    assert "stopping_dim=perception" in page.get_attribute("#live", "hx-get")
+    assert panel.locator("tbody tr").count() == 4
+    panel.screenshot(path=str(DOCS / "stopping_panel_perception.png"))
     page.click("[data-testid=stopping-panel] a:text('How (README)')")
     page.wait_for_selector("[data-testid=stopping-method]")
     assert "Ville" in page.inner_text("[data-testid=stopping-method]")

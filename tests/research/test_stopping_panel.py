@@ -205,3 +205,58 @@ def test_an_alpha_band_checked_at_every_look_keeps_its_coverage_only_when_anytim
         missed["anytime" if anytime else "fixed"] = ever.mean()
     assert missed["anytime"] <= 0.05
     assert missed["fixed"] > 0.10
+
+
+def two_way_study(researcher) -> Study:
+    """Correspondence ranks the models the other way round from perception."""
+    study = make_study(protocol="evalmi", task_type="counting", raters_per_item=4)
+    study.owners.add(researcher)
+    rng = np.random.default_rng(2)
+    instances = [make_instance(study, question="Is it there?", sub_questions=[]) for _ in range(8)]
+    items = [make_item(study, instance=i, model=m, with_image=False) for i in instances for m in TRUE]
+    for rater in [make_rater() for _ in range(4)]:
+        for item in items:
+            score = int(np.clip(np.rint(TRUE[item.gen_model.name] + rng.normal(0, 0.5)), 1, 5))
+            rating_submit(rater=rater, item=item, require_assignment=False,
+                          values={"perception": score, "correspondence": 6 - score}, answers={"q1": "yes"})
+    return study
+
+
+def test_the_panel_ranks_on_the_dimension_asked_for_and_refuses_one_the_study_lacks(client, researcher):
+    study = two_way_study(researcher)
+    primary = stopping_panel.panel(study)
+    assert primary.dimension == primary.primary == "correspondence"
+    assert set(primary.dimensions) == {"perception", "correspondence"}
+    perception = stopping_panel.panel(study, dimension="perception")
+    assert perception.dimension == "perception"
+    assert perception.models[0].model == "Alpha" and primary.models[-1].model == "Alpha"
+    with pytest.raises(stopping_panel.UnknownDimension, match="dimension must be one of"):
+        stopping_panel.panel(study, dimension="O")
+
+    url = reverse("api-study-stopping", args=[study.slug])
+    client.force_login(researcher)
+    body = client.get(url, {"dimension": "perception"}).json()
+    assert body["dimension"] == "perception" and body["primary"] == "correspondence"
+    assert [m["model"] for m in body["models"]] == [m.model for m in perception.models]
+    refused = client.get(url, {"dimension": "perception\x00"})
+    assert refused.status_code == 400 and "dimension must be one of" in refused.json()["dimension"][0]
+    assert client.get(url, {"dimension": "x" * 10_000}).status_code == 400
+
+    page = client.get(reverse("research-study", args=[study.slug]), {"stopping_dim": "perception"}).content.decode()
+    card = page[page.index('data-testid="stopping-panel"'):]
+    assert 'class="active" aria-current="true">perception<' in card and "correspondence (primary)" in card
+    assert "stopping_dim=perception" in page[page.index('id="live"'):][:300]  # the refresh keeps it
+    page = client.get(reverse("research-study", args=[study.slug]), {"stopping_dim": "<b>x"}).content.decode()
+    assert 'aria-current="true">correspondence (primary)<' in page  # an unknown one: the primary
+    assert "<b>x" not in page and "stopping_dim" not in page[page.index('id="live"'):][:300]
+    live = client.get(reverse("research-study", args=[study.slug]), {"stopping_dim": "perception"},
+                      HTTP_HX_REQUEST="true").content.decode()
+    assert 'aria-current="true">perception<' in live
+
+
+def test_a_pairwise_study_has_no_dimension_to_choose(client, researcher):
+    study = make_study(protocol="pairwise", task_type="text_to_image")
+    study.owners.add(researcher)
+    assert stopping_panel.panel(study).dimensions == []
+    with pytest.raises(stopping_panel.UnknownDimension, match="pairwise study has no dimensions"):
+        stopping_panel.panel(study, dimension="O")
