@@ -246,13 +246,8 @@ def test_the_list_is_recomputed_after_enough_new_ratings_or_time_and_not_per_cla
     assert AllocationRound.objects.filter(study=study).first().trigger == "time"
 
 
-def test_a_stale_list_is_recomputed_by_a_job_off_the_claiming_request_queued_once(monkeypatch):
-    """With a broker the claim does not pay the O(ratings) estimate: it queues the job once per
-    round and claims from the current list; the job makes the round, a second delivery nothing."""
-    from tasks import jobs
-
-    queued = []
-    monkeypatch.setattr(jobs.adaptive_recompute_job, "delay", lambda *args: queued.append(args))
+def stale_list_study(monkeypatch) -> tuple[Study, AllocationRound]:
+    """An adaptive study whose first list (computed in a claim) 3 new ratings made stale: (study, that round)."""
     monkeypatch.setattr(adaptive, "LIST_MIN", 4)
     monkeypatch.setattr(adaptive, "REFRESH_RATINGS_MIN", 3)
     study = make_study(assignment_mode=ADAPTIVE, units_per_session=1, raters_per_item=3)
@@ -261,6 +256,17 @@ def test_a_stale_list_is_recomputed_by_a_job_off_the_claiming_request_queued_onc
     first = AllocationRound.objects.get(study=study)
     for rater, item in zip([make_rater() for _ in range(3)], items[5:8]):
         _rate(rater, item, 1)
+    return study, first
+
+
+def test_a_stale_list_is_recomputed_by_a_job_off_the_claiming_request_queued_once(monkeypatch):
+    """With a broker the claim does not pay the O(ratings) estimate: it queues the job once per
+    round and claims from the current list; the job makes the round, a second delivery nothing."""
+    from tasks import jobs
+
+    queued = []
+    monkeypatch.setattr(jobs.adaptive_recompute_job, "delay", lambda *args: queued.append(args))
+    study, first = stale_list_study(monkeypatch)
     assert assignment_batch_claim(rater=make_rater(), study=study) == 1  # claimed from the stale list
     assignment_batch_claim(rater=make_rater(), study=study)
     assert list(AllocationRound.objects.filter(study=study).values_list("id", flat=True)) == [first.pk]

@@ -11,8 +11,8 @@ import pytest
 from tasks.assignment import adaptive, assignment_batch_claim
 from tasks.models import AllocationRound
 from tests.analysis import test_judge_worker
-from tests.factories import make_rater, make_study
-from tests.tasks.test_adaptive_assignment import ADAPTIVE, _grid, _rate
+from tests.factories import make_rater
+from tests.tasks.test_adaptive_assignment import stale_list_study
 
 celery_worker = test_judge_worker.celery_worker  # the in-process worker on the CI broker
 
@@ -23,19 +23,12 @@ pytestmark = [
 
 
 def test_a_real_worker_recomputes_the_stale_list_while_claims_go_on(celery_worker, monkeypatch):
-    monkeypatch.setattr(adaptive, "LIST_MIN", 4)
-    monkeypatch.setattr(adaptive, "REFRESH_RATINGS_MIN", 3)
     threads = []  # where each recomputation ran
     recompute = adaptive.recompute
     monkeypatch.setattr(adaptive, "recompute", lambda study, *, trigger: (
         threads.append((trigger, threading.current_thread() is threading.main_thread())),
         recompute(study, trigger=trigger))[1])
-    study = make_study(assignment_mode=ADAPTIVE, units_per_session=1, raters_per_item=3)
-    items = _grid(study, instances=4)
-    assignment_batch_claim(rater=make_rater(), study=study)  # the first list: computed in the claim
-    first = AllocationRound.objects.get(study=study)
-    for rater, item in zip([make_rater() for _ in range(3)], items[5:8]):
-        _rate(rater, item, 1)
+    study, first = stale_list_study(monkeypatch)
     assert assignment_batch_claim(rater=make_rater(), study=study) == 1  # from the current list; the job queued
     deadline = time.monotonic() + 60
     while AllocationRound.objects.filter(study=study).count() < 2:
