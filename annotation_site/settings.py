@@ -3,6 +3,7 @@
 Defaults give a working development site on a fresh clone: SQLite in the repo, Celery eager.
 """
 
+import os
 from pathlib import Path
 
 from annotation_site.env import EnvError, database_config, envbool, envint, envlist, envstr
@@ -181,8 +182,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Threads of the BLAS library (OpenBLAS, under numpy and scipy) per process. The report already
 # runs its parts in threads of its own and the site scales by processes (web and Celery workers):
 # BLAS threads on top oversubscribe the cores and spin (EvalMi-scale report on 2 cores: 5.0-5.3
-# CPU-s with OpenBLAS's default, 4.2-4.3 with 1). Applied when the analysis app loads.
+# CPU-s with OpenBLAS's default, 4.2-4.3 with 1). Applied when the analysis app loads to the BLAS
+# libraries loaded by then, and through OPENBLAS_NUM_THREADS (unless set) to those loaded later.
 BLAS_THREADS = envint("BLAS_THREADS", 1, minimum=1)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
