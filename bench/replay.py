@@ -179,7 +179,7 @@ def main(argv=None) -> None:
                 budget = int(round(share * reference))
                 study, code, seconds = _run(truth, raters, people, mode="adaptive", cap=cap, budget=budget,
                                             seed=seed, session=args.session)
-                rows.append({**_metrics(study, code, truth, raters, people, n_opt=truth.n_prompts * cap,
+                rows.append({**_metrics(study, code, truth, raters, people, n_opt=2 * truth.n_prompts * cap,
                                         design=f"adaptive {share:.0%}", budget=budget, margin=args.margin),
                              "seconds": seconds})
                 print(f"  seed {seed}, {rows[-1]['design']}: {rows[-1]['ratings']} ratings, tau "

@@ -132,10 +132,11 @@ def _compute_items(study: Study, params: dict, seed: int) -> dict:
         estimate, std, rated = np.full(len(pk), np.nan), np.full(len(pk), np.nan), np.zeros(len(pk))
     n = np.maximum(claims, rated)  # live claims (a rating on its way counts), or ratings given without one
     per_model = max(1.0, len(pk) / max(1, len(models)))
+    n_opt = 2.0 * per_model * params["cap"]  # the ratings planned on a pair of models (both at the cap)
     decided = allocation.allocate(
         allocation.UnitState.of(model, n, estimate, std, params["cap"]), n_models=len(models),
         target_halfwidth=params["target_halfwidth"], min_ratings=params["min_ratings"], margin=params["margin"],
-        alpha=params["alpha"], n_opt=per_model * params["cap"], seed=seed,
+        alpha=params["alpha"], n_opt=n_opt, seed=seed,
         limit=min(LIST_MAX, max(LIST_MIN, math.ceil(LIST_SHARE * len(pk)))), focus=params["focus"])
     limit = np.minimum(params["cap"], np.maximum(params["min_ratings"], claims + 1))
     names = dict(GenModel.objects.filter(study=study).values_list("pk", "name"))
@@ -143,7 +144,7 @@ def _compute_items(study: Study, params: dict, seed: int) -> dict:
     return {"units": [[int(pk[u]), int(decided.reason[u]), int(limit[u])] for u in decided.order],
             "eligible": int(np.isfinite(decided.priority).sum()), "reasons": decided.reason_counts(),
             "verdicts": _clean_rows(decided.verdicts.rows(labels)), "ratings": int(known.sum()),
-            "n_opt": per_model * params["cap"]}
+            "n_opt": n_opt}
 
 
 def _compute_comparisons(study: Study, params: dict, seed: int) -> dict:
