@@ -42,6 +42,11 @@ def celery_worker(transactional_db, settings):
         app._pool.force_close_all()
         app._pool = None
     app.amqp._producer_pool = None
+    # kombu keeps producer pools per connection in a registry of its own: an earlier worker in
+    # this process closed the one for this broker ("Acquire on closed pool" on the next publish)
+    from kombu import pools
+
+    pools.reset()
     app.amqp.__dict__.pop("queues", None)  # a cached_property
     app.amqp._rtable = None
     try:
