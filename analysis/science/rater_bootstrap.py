@@ -131,10 +131,6 @@ def percentile_interval(replicates: np.ndarray, *, kind: str, n_boot: int, clust
     return Interval(float(low), float(high), kind, undefined, n_boot)
 
 
-def _use_jackknife(method: str, cells: int, n_boot: int) -> bool:
-    return use_jackknife_for(method, cells, n_boot)
-
-
 def jackknife_variance(without: np.ndarray) -> float:
     """The delete-one jackknife variance (n - 1)/n * sum (T_(i) - mean)^2 of the finite ``without``
     values (T without unit i); NaN when fewer than two are finite."""
@@ -216,29 +212,31 @@ def _chunks(n_boot: int, width: int) -> Iterable[int]:
 
 
 def _codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
-    """Codes 0..n-1 of the distinct values in sorted order (``pd.factorize(sort=True)``). A
-    categorical column (the report's item and rater labels) is coded from its categories without
-    writing its 800,000 labels out (that took 0.9 s of an EvalMi-scale report)."""
+    """Codes 0..n-1 of the distinct values in sorted order (``pd.factorize(sort=True)``)."""
+    codes, labels = _codes_and_labels(values)
+    return codes, len(labels)
+
+
+def _codes_and_labels(values: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`_codes`, the distinct values in that order). A categorical column (the report's item,
+    rater and model labels) is coded from its categories without writing its 800,000 labels out
+    (that took 0.9 s of an EvalMi-scale report)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
         category_codes = values.cat.codes.to_numpy()
         if len(category_codes) and category_codes.min() >= 0:
             used = np.unique(category_codes)
-            order = np.argsort(np.asarray(values.cat.categories)[used], kind="stable")
+            labels = np.asarray(values.cat.categories)[used]
+            order = np.argsort(labels, kind="stable")
             rank = np.zeros(len(values.cat.categories), dtype=np.int64)
             rank[used[order]] = np.arange(len(used))
-            return rank[category_codes], len(used)
+            return rank[category_codes], labels[order]
     codes, uniques = pd.factorize(np.asarray(values), sort=True)
-    return codes.astype(np.int64), len(uniques)
+    return codes.astype(np.int64), np.asarray(uniques)
 
 
-def _sorted_labels(values: pd.Series) -> np.ndarray:
-    """The distinct labels of ``values`` in :func:`_codes`' order (a categorical's from its
-    categories, without writing its labels out)."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        category_codes = values.cat.codes.to_numpy()
-        categories = np.asarray(values.cat.categories)[np.unique(category_codes[category_codes >= 0])]
-        return categories[np.argsort(categories, kind="stable")]
-    return np.sort(pd.unique(values.to_numpy()))
+def _largest_group(group_code: np.ndarray, n_groups: int) -> int:
+    """The most rows any group has (codes of :func:`_codes`)."""
+    return int(np.bincount(group_code, minlength=n_groups).max()) if len(group_code) else 0
 
 
 def _dense(codes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -306,7 +304,7 @@ def mean_intervals(ratings: pd.DataFrame, *, value: str, group: str = "model", e
     kind = kind_of(raters)
     rated = ratings[ratings[value].notna()]
     clusters, largest = _clusters_and_largest(rated, group)
-    if _use_jackknife(method, largest, n_boot):
+    if use_jackknife_for(method, largest, n_boot):
         return _mean_jackknife_intervals(rated, value=value, group=group, estimator=estimator, raters=raters,
                                          n_boot=n_boot, clusters=clusters)
     return {name: reps if isinstance(reps, Interval) else
@@ -323,15 +321,14 @@ def _clusters_and_largest(rated: pd.DataFrame, group: str) -> tuple[pd.Series, i
         rated = rated[rated[group].notna()]
     if rated.empty:
         return pd.Series(dtype=float), 0
-    group_code, n_groups = _codes(rated[group])
-    labels = _sorted_labels(rated[group])
+    group_code, labels = _codes_and_labels(rated[group])
+    n_groups = len(labels)
     distinct = []
     for column in ("item", "rater"):
         code, n = _codes(rated[column])
         pairs = dense_rank([group_code, code], [n_groups, n])[1]  # the distinct (group, label) pairs
         distinct.append(np.bincount(pairs // max(n, 1), minlength=n_groups))
-    return (pd.Series(np.minimum(*distinct), index=labels),
-            int(np.bincount(group_code, minlength=n_groups).max()))
+    return pd.Series(np.minimum(*distinct), index=labels), _largest_group(group_code, n_groups)
 
 
 def mean_of_means_jackknife(outer: np.ndarray, inner: np.ndarray, x: np.ndarray
@@ -599,8 +596,8 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
         return grouped
     unit, n_units = _codes(frame["item"])
     rater, n_raters = _codes(frame["rater"])
-    group_code, n_groups = _codes(frame[group])
-    labels = sorted(np.asarray(pd.unique(frame[group])))  # the order of the codes
+    group_code, labels = _codes_and_labels(frame[group])
+    n_groups = len(labels)
     categories, category = distinct_values(_snap(frame[value].to_numpy()))
     parts = _jackknife_parts(unit, category, len(categories), n_units)
     terms, cell, cell_change = parts
@@ -609,8 +606,8 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
     by_group = np.zeros((n_groups, terms.shape[1]))
     np.add.at(by_group, unit_group, terms)  # n_groups rows: cheap
     points = _measures(by_group, categories)
-    pair, pairs = pd.factorize(group_code * n_raters + rater)
-    pair_group = np.asarray(pairs) // n_raters
+    pair, pairs = dense_rank([group_code, rater], [n_groups, n_raters])
+    pair_group = pairs // n_raters
     per_pair = _matrix(pair, cell, np.ones(len(cell)), (len(pairs), len(cell_change))) @ cell_change
     without_units = _measures(by_group[unit_group] - terms, categories)
     without_raters = _measures(by_group[pair_group] + per_pair, categories)
@@ -641,9 +638,13 @@ def agreement_jackknife_by(ratings: pd.DataFrame, *, value: str, group: str = "m
 
 def use_jackknife(ratings: pd.DataFrame, *, value: str, group: str | None, n_boot: int, method: str = "auto") -> bool:
     """Whether ``method`` means the jackknife for ``ratings`` (per ``group``: the largest decides)."""
-    rated = ratings[value].notna()
-    size = int(ratings.loc[rated].groupby(group, observed=True).size().max()) if group and rated.any() else int(rated.sum())
-    return _use_jackknife(method, size, n_boot)
+    rated = ratings.loc[ratings[value].notna()]
+    if group:
+        rated = rated[rated[group].notna()]
+        size = _largest_group(*_codes(rated[group])) if len(rated) else 0
+    else:
+        size = len(rated)
+    return use_jackknife_for(method, size, n_boot)
 
 
 def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = True, n_boot: int = 1000,
@@ -660,7 +661,7 @@ def agreement_intervals(ratings: pd.DataFrame, *, value: str, raters: bool = Tru
     frame = ratings.loc[ratings[value].notna(), ["rater", "item", value]]
     unit, n_units = _codes(frame["item"])
     categories, category = distinct_values(_snap(frame[value].to_numpy()))
-    jackknife = _use_jackknife(method, len(frame), n_boot)
+    jackknife = use_jackknife_for(method, len(frame), n_boot)
     if jackknife:
         rater, n_raters = _codes(frame["rater"])
         values, without = agreement_jackknife(unit, rater, category, categories, n_units, n_raters)
