@@ -50,32 +50,32 @@ Z95 = 1.959964
 BOOTSTRAP = 200  # replicates behind the pairwise study's Bradley–Terry std (the report uses more)
 
 
-def primary_dimension(study: Study) -> str | None:
-    """The dimension the panel ranks on: ImagenHub's overall score O, EvalMi's correspondence when
-    present, else the protocol's first; None for pairwise studies."""
-    if not study.protocol_def.has_scales:
-        return None
-    dims = dashboard.analysis_dimensions(study)
-    if "O" in dims:
-        return "O"
-    return "correspondence" if "correspondence" in dims else dims[0]
-
-
 def dimensions(study: Study) -> list[str]:
     """The dimensions the panel can rank on (none for a pairwise study)."""
     return dashboard.analysis_dimensions(study) if study.protocol_def.has_scales else []
+
+
+def _primary(dims: list[str]) -> str | None:
+    """The dimension the panel ranks on by default: ImagenHub's overall score O, EvalMi's
+    correspondence when present, else the protocol's first; None for pairwise studies."""
+    if not dims:
+        return None
+    if "O" in dims:
+        return "O"
+    return "correspondence" if "correspondence" in dims else dims[0]
 
 
 class UnknownDimension(ValueError):
     """A dimension the study does not have; the message is for the researcher."""
 
 
-def dimension_of(study: Study, asked: str | None) -> str | None:
-    """``asked`` if it is one of the study's dimensions, the primary one when nothing was asked;
-    :class:`UnknownDimension` otherwise (a pairwise study has none to ask for)."""
+def dimension_of(study: Study, asked: str | None, choices: list[str] | None = None) -> str | None:
+    """``asked`` if it is one of the study's dimensions (``choices``: :func:`dimensions`, when the
+    caller has them), the primary one when nothing was asked; :class:`UnknownDimension` otherwise
+    (a pairwise study has none to ask for)."""
+    choices = dimensions(study) if choices is None else choices
     if asked in (None, ""):
-        return primary_dimension(study)
-    choices = dimensions(study)
+        return _primary(choices)
     if asked not in choices:
         raise UnknownDimension(f"dimension must be one of {', '.join(choices)}" if choices
                                else "a pairwise study has no dimensions to choose")
@@ -234,10 +234,11 @@ def _money(value: Decimal | None) -> str | None:
 
 
 def panel(study: Study, progress=None, dimension: str | None = None) -> StoppingPanel:
-    """The panel's numbers on ``dimension`` (default: :func:`primary_dimension`; one the study
+    """The panel's numbers on ``dimension`` (default: the primary one, :func:`_primary`; one the study
     does not have raises :class:`UnknownDimension`). ``progress``: the dashboard's
     (:func:`analysis.dashboard.progress`), read again when not given."""
-    dim = dimension_of(study, dimension)
+    choices = dimensions(study)
+    dim = dimension_of(study, dimension, choices)
     progress = progress or dashboard.progress(study)
     science = cache.get_or_set(_cache_key(study, progress.needed, dim),
                                lambda: _science(study, progress.needed, dim), 3600)
@@ -266,8 +267,8 @@ def panel(study: Study, progress=None, dimension: str | None = None) -> Stopping
         stop, reason = advice.stop, advice.reason
     seconds = cost.seconds_per_unit
     return StoppingPanel(
-        method=science.method, dimension=science.dimension, dimensions=dimensions(study),
-        primary=primary_dimension(study), models=science.models, pairs=pairs,
+        method=science.method, dimension=science.dimension, dimensions=choices,
+        primary=_primary(choices), models=science.models, pairs=pairs,
         separated=counts[stopping.SEPARATED], tied=counts[stopping.TIED], open=counts[stopping.OPEN],
         extra_ratings=science.extra_ratings, cost=total_cost, currency=cost.currency,
         pay_per_rating=_money(pay_per_rating), seconds_per_rating=seconds, ratings_per_hour=rate, hours=total_hours,

@@ -230,8 +230,9 @@ def coverage(scenario: str, *, reps: int, n_boot: int, seed: int = 0, method: st
     rng = np.random.default_rng(seed)
     if scenario in RATING_SCENARIOS:
         spec = RATING_SCENARIOS[scenario]
-        truth = rating_truth(spec, items_per_model=truth_items, agreement_items=min(10_000, truth_items)
-                             if truth_items <= 40_000 else truth_items)
+        # alpha and kappa: 10,000 images per model at the default size, every image when asked for more
+        truth = rating_truth(spec, items_per_model=truth_items,
+                             agreement_items=truth_items if truth_items > 40_000 else min(10_000, truth_items))
         run = lambda r: rating_replication(spec, truth, rng, n_boot=n_boot, seed=seed + r, method=method,  # noqa: E731
                                            items_per_model=items_per_model)
     elif scenario in PAIRWISE_SCENARIOS:

@@ -46,9 +46,7 @@ def _truth(args):
     from analysis.science import simulation
 
     full = simulation.load_evalmi_truth(args.mos, "perception", prompts=args.prompts, seed=args.seed)
-    rng = np.random.default_rng(args.seed)
-    keep = np.sort(rng.choice(full.n_models, min(args.models, full.n_models), replace=False))
-    return simulation.truth_from_arrays(full.quality[keep], [full.models[k] for k in keep])
+    return simulation.model_subset(full, args.models, seed=args.seed)
 
 
 def _study(truth, *, slug: str, mode: str, cap: int, session: int):

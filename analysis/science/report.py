@@ -194,8 +194,8 @@ def build_report(study: ReportSource, *, include_excluded: bool = False, judges:
                                                     n_boot=n_boot, seed=seed, frames=frames)
         if human_items is not None and not human_items.empty:
             # an EvalMi section computes it in the background as soon as its z-MOS is known
-            report["leaderboard"] = frames.pop("leaderboard", None) or _leaderboard(
-                study.item_table(), human_items, n_boot=n_boot, seed=seed)
+            report["leaderboard"] = (frames.pop("leaderboard") if "leaderboard" in frames
+                                     else _leaderboard(study.item_table(), human_items, n_boot=n_boot, seed=seed))
         if judges and scores is not None and not scores.empty and human_items is not None:
             _judges_section(scores, human_items, report, reasons, human_qa=human_qa, raters=frames.get("ceiling"),
                             judge_items=judge_items, kendall=kendall, n_boot=n_boot, seed=seed,

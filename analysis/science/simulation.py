@@ -93,6 +93,15 @@ def truth_from_arrays(quality, models=None) -> Truth:
     return Truth(quality=quality, models=names)
 
 
+def model_subset(truth: Truth, n_models: int | None, seed: int = 0) -> Truth:
+    """A seeded subset of ``n_models`` of the truth's models, in their order (all of them when
+    ``n_models`` is None or not fewer): how bench.replay and this module's command pick models."""
+    if n_models is None or n_models >= truth.n_models:
+        return truth
+    keep = np.sort(np.random.default_rng(seed).choice(truth.n_models, n_models, replace=False))
+    return truth_from_arrays(truth.quality[keep], [truth.models[k] for k in keep])
+
+
 def truth_from_mos(mos: pd.DataFrame, dim: str, *, scale=LIKERT, mos_range=(0.0, 100.0), prompts: int | None = None,
                    seed: int = 0) -> Truth:
     """Per-image MOS (``model``, ``prompt_number`` or ``instance``, ``<dim>``) as truth: MOS mapped
@@ -434,10 +443,7 @@ def yardstick_sweep(mos: Path | str, *, prompts=(30, 100, 300), models=(12, 24),
     for n_prompts in prompts:
         base = load_evalmi_truth(mos, dim, prompts=n_prompts)
         for n_models in models:
-            truth = base
-            if n_models < base.n_models:
-                keep = np.sort(np.random.default_rng(0).choice(base.n_models, n_models, replace=False))
-                truth = truth_from_arrays(base.quality[keep], [base.models[k] for k in keep])
+            truth = model_subset(base, n_models)
             means = truth.model_means
             gaps = np.diff(np.sort(means))
             for k in per_unit:
@@ -601,10 +607,7 @@ def main(argv=None) -> None:
                   f"{args.sweep_cap_factor}x the fixed ratings per unit) expects its tau (None: never)")
             print(table.to_string(index=False))
         return
-    truth = load_evalmi_truth(args.mos, args.dim, prompts=args.prompts)
-    if args.models is not None and args.models < truth.n_models:
-        keep = np.sort(np.random.default_rng(0).choice(truth.n_models, args.models, replace=False))
-        truth = truth_from_arrays(truth.quality[keep], [truth.models[k] for k in keep])
+    truth = model_subset(load_evalmi_truth(args.mos, args.dim, prompts=args.prompts), args.models)
     tables = []
     for seed in args.seeds:
         raters = simulate_raters(args.raters, bias_sd=args.bias_sd, scale_sd=args.scale_sd, noise=args.noise,
