@@ -454,13 +454,15 @@ _MODEL_NUMBERS_HOW = {
     "imagenhub": """\
 - `mean`: each rater's mean over the items of that model they rated, then the mean over raters
   (ImagenHub Table 4); `std between raters`: population standard deviation (ddof 0) of those
-  per-rater means; `95 % CI`: Student-t interval over the model's items of the rater-averaged
-  item score (mean ± t(0.975, n−1) · s / √n, n = items). O = sqrt(SC · PQ) per vote first.""",
+  per-rater means; its item-only 95 % interval is the Student-t interval over the model's items of
+  the rater-averaged item score (mean ± t(0.975, n−1) · s / √n, n = items; which interval the
+  `95 % CI` column shows: below). O = sqrt(SC · PQ) per vote first.""",
     "evalmi": """\
 - `mean`: model z-MOS (0–100): per rater z-scores rescaled by 100 (z + 3) / 6, averaged per item
   over its raters, then over the model's items (EvalMi-50K §3.3); `std between raters`:
   population standard deviation (ddof 0) of each rater's mean rescaled z over the model's items;
-  `95 % CI`: Student-t interval over the model's item z-MOS.""",
+  its item-only 95 % interval is the Student-t interval over the model's item z-MOS (which
+  interval the `95 % CI` column shows: below).""",
 }
 
 
@@ -540,18 +542,19 @@ def _report_section(data: ExportInput, report: dict, raters: pd.DataFrame) -> st
 def _agreement_interval_how(report: dict) -> str:
     """How the model tables' 95 % CIs were made: the report's kind and method of interval."""
     if report.get("rater_sampling") != "sampled":
-        how = ("- CIs of the mean, α and κ: percentile 95 % of a seeded bootstrap over items, raters fixed (the "
-               "report's replicates and seed, see `report.json`)")
+        how = ("- CIs, raters fixed (an expert panel): the mean's is the Student-t interval over items above; α's "
+               "and κ's the percentile 95 % of a seeded bootstrap over items (the report's replicates and seed, "
+               "see `report.json`)")
         if "jackknife" in report.get("item_interval_methods", []):
             how += (", or, where a model's ratings are too many for it, the delete-one jackknife over items "
-                    "(T ± 1.96·se) for α and κ; `interval_methods` in `report.json` says which")
+                    "(T ± 1.96·se); `interval_methods` in `report.json` says which")
         return how + "; — when undefined."
     how = ("- CIs of the mean, α and κ: items and raters both resampled (the raters are a sample of a crowd): "
            "percentile 95 % of a seeded two-way bootstrap")
     if "jackknife" in report.get("two_way_interval_methods", []):
         how += (", or, where a model's ratings are too many for it, the delete-one jackknife over items plus over "
                 "raters (T ± t·se); `interval_methods` in `report.json` says which")
-    how += "; the item-only intervals are in `report.json` as `*_items`"
+    how += "; the item-only intervals (the mean's: the Student-t interval above) are in `report.json` as `*_items`"
     if "jackknife" in report.get("item_interval_methods", []):
         how += " (for α and κ at this size: the delete-one jackknife over items)"
     return how + "; — when undefined."
