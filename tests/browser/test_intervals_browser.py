@@ -87,3 +87,6 @@ def test_a_large_fixed_panel_study_says_its_agreement_intervals_are_the_jackknif
     text = page.locator("[data-testid=interval-kind]").inner_text()
     assert "items only" in text and "agreement intervals use the delete-one jackknife over items" in text
     screenshot(page, "intervals-leaderboard-fixed-jackknife")
+    page.goto(f"/studies/{study.slug}/judges/")  # the judges page carries the same note
+    assert "agreement intervals use the delete-one jackknife" in page.locator("[data-testid=interval-kind]").inner_text()
+    screenshot(page, "intervals-judges-fixed-jackknife")
